@@ -31,22 +31,37 @@ def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
     return dg.Failure(description=f"{stop_reason}: {message}", metadata={"stop_reason": stop_reason, **metadata})
 
 
+# Flags that cap the context below the model's own maximum, per engine.
+MAX_LEN_FLAGS = ("--max-model-len", "--context-length")
+
+
+def max_model_len(target: Target) -> int:
+    """The server's context limit: the operator's cap when given, else the model's."""
+    limit = load_shape(target.model).max_position_embeddings
+    args = target.server_args
+    for index, token in enumerate(args[:-1]):
+        if token in MAX_LEN_FLAGS and args[index + 1].isdigit():
+            limit = min(limit, int(args[index + 1]))
+    return limit
+
+
 def workload_contract(target: Target) -> WorkloadContract:
     """Fix the workload every later measurement reuses; bad input fails before a launch."""
     shape = load_shape(target.model)
+    limit = max_model_len(target)
     workload = target.workload
     try:
         plan = build_plan(workload, shape.vocab)
     except TraceError as exc:
         raise baseline_failure("baseline_failed", f"bad trace: {exc}") from exc
     longest = max_context_tokens(plan)
-    if longest > shape.max_position_embeddings:
+    if longest > limit:
         raise baseline_failure("baseline_failed", f"workload: a request needs {longest} tokens of context, more than the "
-                               f"model's max length {shape.max_position_embeddings} ({target.model / 'config.json'})")
+                               f"server's max model length {limit} ({target.model / 'config.json'}, server_args)")
     num_prompts = None
     if workload.kind != "agentic":
         num_prompts = workload.num_prompts or default_num_prompts(workload.concurrency, workload.isl or 0, workload.osl or 0)
-    return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=shape.max_position_embeddings,
+    return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=limit,
                             num_prompts=num_prompts, warmups=default_warmups(workload.concurrency), repeats=target.repeats)
 
 
@@ -103,7 +118,8 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
         attempt = f"{config_version}/{framework_version}"
         failures = check_not_duplicate(store, name, attempt)
         spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env)
-        key = context_key(name, workload_signature(contract), framework_version, config_version)
+        signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
+        key = context_key(name, signature, framework_version, config_version)
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
                                        contract=contract, run_dir=step_dir(host, name, context.run_id, "baseline"),

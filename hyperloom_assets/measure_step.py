@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from hyperloom_assets.measurement import Measurement
 from hyperloom_assets.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.targets import Workload
+from hyperloom_assets.workloads import default_num_prompts, default_warmups
 
 
 class WorkloadContract(BaseModel):
@@ -66,6 +67,7 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
                 launch.base_url, launch.served_model, workload, contract.vocab_size,
                 repeats=contract.repeats, warmups=contract.warmups,
                 num_prompts=num_prompts or contract.num_prompts, records_dir=run_dir,
+                max_model_len=contract.max_model_len,
             )
             measuring_s = time.monotonic() - ready_at
     except ServerError as exc:
@@ -77,3 +79,27 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
                                    log_path=str(launch.log_path), measurement=measurement.model_dump(mode="json"),
                                    **common)
     return MeasuredConfig(measurement=measurement, launch=launch, measurement_id=row, measuring_s=measuring_s)
+
+
+def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpec, contract: WorkloadContract,
+              rungs: list[int], run_dir: Path, run_id: str | None = None,
+              context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
+    """One launch, then every rung of a concurrency ladder on the hot server."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(timezone.utc)
+    results: list[tuple[int, Measurement]] = []
+    with host.serve(spec, run_dir) as launch:
+        for rung in rungs:
+            workload = contract.workload.model_copy(update={"concurrency": rung})
+            num_prompts = None
+            if workload.kind != "agentic":
+                num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
+            measurement = bench.measure(launch.base_url, launch.served_model, workload, contract.vocab_size,
+                                        repeats=1, warmups=default_warmups(rung), num_prompts=num_prompts,
+                                        records_dir=run_dir / f"c{rung}",
+                                        max_model_len=contract.max_model_len)
+            store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
+                                     measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
+                                     log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
+            results.append((rung, measurement))
+    return results

@@ -87,6 +87,10 @@ class Measurement(Strict):
         """Tokens per second per user: 1000 / TPOT p50."""
         return 1000.0 / self.tpot_p50_ms if self.tpot_p50_ms > 0 else 0.0
 
+    def repeats_throughputs(self) -> list[float]:
+        """Per-repeat output throughputs: what decisions compare."""
+        return [r.output_throughput for r in self.repeats]
+
     def flat(self) -> dict[str, Any]:
         """The flat JSON of `hyperloom bench --json` and `sim-predict`."""
         return self.model_dump(mode="json")
