@@ -5,9 +5,8 @@ a retry identical to a failed one); the prefix-cache guard reads the engine's ow
 launch account before a single request is measured.
 """
 
-from __future__ import annotations
-
 import dagster as dg
+from dagster import AssetExecutionContext
 
 from hyperloom_assets import guards
 from hyperloom_assets.fingerprints import context_key, workload_signature
@@ -108,7 +107,7 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
     @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
               deps=["framework_tree", "server_config"],
               description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
-    def baseline(context: dg.AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
                  bench: BenchmarkClient, store: ResultStore) -> dg.Output[BaselineResult]:
         name = context.partition_key
         target = catalog.target(name)

@@ -5,11 +5,10 @@ variants from that evidence; the climb measures each against the running best an
 only what beats it by more than the noise.
 """
 
-from __future__ import annotations
-
 import time
 
 import dagster as dg
+from dagster import AssetExecutionContext
 from pydantic import BaseModel, ConfigDict
 
 from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb, gain_pct
@@ -61,7 +60,7 @@ def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
 def build_explore_assets(partitions: dg.PartitionsDefinition, pool: str) -> list:
     @dg.asset(partitions_def=partitions, group_name="baseline",
               description="The decode ceiling for this model, workload and hardware; achieved share of it.")
-    def roofline(context: dg.AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+    def roofline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
                  baseline: BaselineResult) -> dg.Output[RooflineResult]:
         target = catalog.target(context.partition_key)
         result = compute_roofline(target, baseline, host)
@@ -77,7 +76,7 @@ def build_explore_assets(partitions: dg.PartitionsDefinition, pool: str) -> list
 
     @dg.asset(partitions_def=partitions, group_name="explore",
               description="The first plan: variants with fingerprint, provenance and reason, best first.")
-    def candidates(context: dg.AssetExecutionContext, catalog: TargetCatalog, store: ResultStore,
+    def candidates(context: AssetExecutionContext, catalog: TargetCatalog, store: ResultStore,
                    baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[list[Variant]]:
         target = catalog.target(context.partition_key)
         variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
@@ -90,7 +89,7 @@ def build_explore_assets(partitions: dg.PartitionsDefinition, pool: str) -> list
 
     @dg.asset(partitions_def=partitions, group_name="explore", pool=pool,
               description="The climb: each variant against the running best, re-planning after each keeper.")
-    def trials(context: dg.AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
+    def trials(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
                store: ResultStore, baseline: BaselineResult, roofline: RooflineResult,
                candidates: list[Variant]) -> dg.Output[TrialsResult]:
         target = catalog.target(context.partition_key)

@@ -4,8 +4,6 @@ Each is an observable source partitioned by target; a new data version for a tar
 makes exactly that target's `baseline` (and everything downstream) stale.
 """
 
-from __future__ import annotations
-
 import dagster as dg
 
 from hyperloom_assets.identity import server_config_version

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from hyperloom_assets.climb import TrialRecord
 from hyperloom_assets.measurement import Measurement
 from hyperloom_assets.rendering import describe_change, table, trials_table
-from hyperloom_assets.stop_reasons import describe_stop_reason
+from hyperloom_assets.stop_reasons import describe as describe_stop_reason
 
 
 class ReportInputs(BaseModel):

@@ -1,0 +1,190 @@
+"""The plan: grid variants relative to the base, explicit ablations, scored and deduplicated."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
+from hyperloom_assets.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
+from hyperloom_assets.seed_grids import SIM_HARNESS_FLAGS, load_grids
+from hyperloom_assets.targets import Workload
+from hyperloom_assets.variants import Variant, apply_variant, setting_key, split_args
+
+GRIDS = load_grids()
+RANDOM_16 = Workload(kind="random", isl=256, osl=64, concurrency=16)
+CPU = PlanEvidence(host="cpu")
+
+
+def by_name(variants: list[Variant]) -> dict[str, Variant]:
+    return {v.name: v for v in variants}
+
+
+def rule_of(variant: Variant) -> str:
+    return variant.reason.split("]")[0].lstrip("[")
+
+
+def test_a_capped_config_puts_the_cap_raise_first():
+    variants = plan("vllm", None, ["--max-num-seqs", "4", "--enforce-eager"], {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    first = variants[0]
+    assert rule_of(first) == "cap_raise_to_concurrency"
+    assert first.name == "max-num-seqs=16"  # the smallest step that reaches the concurrency
+    assert first.expected_value == max(v.expected_value for v in variants)
+    budget = by_name(variants)["max-num-batched-tokens=4096"]
+    assert rule_of(budget) == "budget_up_cap_binding"
+    assert variants.index(budget) > variants.index(by_name(variants)["max-num-seqs=8"])
+
+
+def test_every_reason_names_a_rule_of_the_table_and_scores_are_ordered():
+    variants = plan("vllm", None, ["--max-num-seqs", "4", "--enforce-eager"], {"VLLM_CPU_KVCACHE_SPACE": "2"},
+                    RANDOM_16, CPU, set(), grids=GRIDS)
+    assert all(rule_of(v) in RULES for v in variants)
+    values = [v.expected_value for v in variants]
+    assert values == sorted(values, reverse=True)
+
+
+def test_after_the_cap_is_raised_the_budget_ladder_scores_next():
+    operator = ["--max-num-seqs", "4", "--enforce-eager"]
+    first = plan("vllm", None, operator, {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    keeper = by_name(first)["max-num-seqs=32"]
+    tried = {trial_fingerprint([], v) for v in first[:3]}
+    second = replan("vllm", None, operator, {}, [keeper], RANDOM_16, CPU, tried, grids=GRIDS)
+    assert rule_of(second[0]) == "budget_up_cap_free"
+    assert second[0].name == "max-num-batched-tokens=4096"
+    names = by_name(second)
+    assert rule_of(names["max-num-batched-tokens=8192"]) == "budget_up_cap_free"
+    # The keeper's own knob is not ablated, and the cap is not raised again.
+    assert "drop --max-num-seqs" not in names and "max-num-seqs=32" not in names
+
+
+def test_the_budget_ladder_extends_upward_from_a_new_base():
+    operator = ["--max-num-seqs", "64"]
+    first = plan("vllm", None, operator, {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    assert "max-num-batched-tokens=32768" not in by_name(first)
+    keeper = by_name(first)["max-num-batched-tokens=16384"]
+    second = replan("vllm", None, operator, {}, [keeper], RANDOM_16, CPU, set(), grids=GRIDS)
+    names = by_name(second)
+    assert "max-num-batched-tokens=32768" in names
+    assert rule_of(names["max-num-batched-tokens=32768"]) == "budget_up_cap_free"
+    assert rule_of(names["max-num-batched-tokens=4096"]) == "budget_down"
+
+
+def test_variants_are_relative_to_the_base_and_skip_no_ops():
+    variants = plan("vllm", None, ["--max-num-seqs", "8", "--block-size", "64"], {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    names = by_name(variants)
+    assert "max-num-seqs=8" not in names  # already the base's value
+    assert "block-size-cpu=64" not in names
+    # Restating an engine default is not a change either (CPU budget default 2048).
+    assert "max-num-batched-tokens=2048" not in names
+
+
+def test_tried_fingerprints_are_skipped():
+    base = ["--max-num-seqs", "4"]
+    everything = plan("vllm", None, base, {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    tried = {variant_fingerprint(everything[0]), variant_fingerprint(everything[2])}
+    again = plan("vllm", None, base, {}, RANDOM_16, CPU, tried, grids=GRIDS)
+    assert [v.name for v in again] == [v.name for i, v in enumerate(everything) if i not in (0, 2)]
+
+
+def test_identical_changes_under_different_names_are_planned_once(tmp_path):
+    grids = load_grids()
+    vllm = grids["vllm"]
+    twin = vllm.entries[0].model_copy(update={"name": "twin-of-max-num-seqs"})
+    grids["vllm"] = vllm.model_copy(update={"entries": [*vllm.entries, twin]})
+    variants = plan("vllm", None, ["--max-num-seqs", "4"], {}, RANDOM_16, CPU, set(), grids=grids)
+    fingerprints = [variant_fingerprint(v) for v in variants]
+    assert len(fingerprints) == len(set(fingerprints))
+    assert "max-num-seqs=32" in by_name(variants) and "twin-of-max-num-seqs=32" not in by_name(variants)
+
+
+def test_harness_flags_never_appear_in_any_variant():
+    sim_args = ["--gpu", "H100", "--time-scale", "4", "--noise-pct", "1", "--seed", "7", "--tp", "1",
+                "--stream-interval-ms", "5", "--max-num-seqs", "4", "--enforce-eager"]
+    harness = {setting_key(f) for f in SIM_HARNESS_FLAGS}
+    for flavor in ("vllm", "sglang"):
+        args = [*sim_args, "--flavor", flavor]
+        variants = plan("sim", flavor, args, {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS)
+        assert variants
+        for v in variants:
+            touched = {setting_key(s.flag) for s in split_args(v.add_args) if s.flag} | {setting_key(f) for f in v.remove_args}
+            assert not touched & harness, v.name
+
+
+def test_a_sim_plans_with_its_flavors_grid():
+    variants = plan("sim", "sglang", ["--gpu", "H100", "--flavor", "sglang"], {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS)
+    flags = {s.flag for v in variants for s in split_args(v.add_args)}
+    assert "--max-running-requests" in flags and "--max-num-seqs" not in flags
+
+
+def test_an_ablation_removes_a_flag_with_its_value_and_never_adds_a_counter_flag():
+    operator = ["--max-num-seqs", "4", "--enforce-eager", "--no-enable-prefix-caching", "--dtype", "float16"]
+    workload = Workload(kind="shared_prefix", isl=256, osl=64, prefix_len=192, concurrency=16)
+    evidence = PlanEvidence(host="gpu", prefix_share=prefix_share_of(workload))
+    variants = plan("vllm", None, operator, {"E": "1"}, workload, evidence, set(), grids=GRIDS)
+    ablations = [v for v in variants if v.provenance == "ablation"]
+    for v in ablations:
+        assert v.add_args == [] and v.set_env == {}
+    names = by_name(variants)
+    drop_cap = names["drop --max-num-seqs"]
+    assert apply_variant(operator, {}, drop_cap).argv == ["--enforce-eager", "--no-enable-prefix-caching", "--dtype", "float16"]
+    assert rule_of(names["drop --enforce-eager"]) == "cuda_graphs_gpu"
+    assert rule_of(names["drop --no-enable-prefix-caching"]) == "prefix_cache"
+    assert names["unset E"].unset_env == ["E"]
+    assert "drop --dtype" not in names  # a keep flag: it changes what is served
+    # No grid variant flips the operator's own booleans either.
+    added = [a for v in variants for a in v.add_args]
+    assert "--no-enforce-eager" not in added and "--enable-prefix-caching" not in added
+
+
+def test_prefix_caching_scores_by_prefix_share():
+    def prefix_variant(share: float) -> Variant:
+        variants = plan("atom", None, [], {}, RANDOM_16, PlanEvidence(prefix_share=share), set(), grids=GRIDS)
+        return by_name(variants).get("prefix-caching")
+
+    assert prefix_variant(0.0) is None  # `when: {shared_prefix: true}` does not hold
+    assert prefix_variant(0.9).expected_value > prefix_variant(0.2).expected_value
+
+
+def test_fp8_kv_scores_when_memory_bound_with_kv_pressure_and_risky_scores_lower():
+    def fp8(evidence: PlanEvidence) -> Variant:
+        return by_name(plan("vllm", None, [], {}, RANDOM_16, evidence, set(), grids=GRIDS))["fp8-kv"]
+
+    pressured = fp8(PlanEvidence(binding="memory", preemptions=3))
+    plain = fp8(PlanEvidence(binding="compute"))
+    assert rule_of(pressured) == "fp8_kv_pressure" and rule_of(plain) == "fp8_kv_other"
+    assert pressured.expected_value > plain.expected_value
+    assert pressured.expected_value == RULES["fp8_kv_pressure"].score * 0.5
+    assert pressured.accuracy_risky
+
+
+def test_atom_gates_by_model_class():
+    plain = by_name(plan("atom", None, [], {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS))
+    assert not {"expert-parallel", "dp-attention", "mtp", "fp8-kv"} & set(plain)
+    assert "level=2" in plain and "level=3" not in plain  # 3 is the default
+    moe = by_name(plan("atom", None, [], {}, RANDOM_16, PlanEvidence(moe=True, has_mtp=True, fp8_model=True), set(), grids=GRIDS))
+    assert {"expert-parallel", "dp-attention", "mtp", "fp8-kv"} <= set(moe)
+    assert moe["mtp"].add_args == ["--method", "mtp", "--num-speculative-tokens", "1"]
+    assert moe["cudagraph-capture-sizes=[1,2,4,8,16]"].add_args[1] == "[1,2,4,8,16]"
+
+
+def test_accepted_flags_filter_what_a_sim_can_take():
+    accepted = frozenset({"--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager"})
+    variants = plan("sim", "vllm", ["--gpu", "H100"], {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS, accepted_flags=accepted)
+    flags = {setting_key(s.flag) for v in variants for s in split_args(v.add_args)}
+    assert flags <= accepted and flags
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "atom"])
+def test_every_engine_plans_something_on_an_empty_base(engine):
+    variants = plan(engine, None, [], {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS)
+    assert variants and all(v.provenance == "seed_grid" for v in variants)
+
+
+def test_a_grid_entry_on_a_harness_flag_is_dropped_for_the_sim_only():
+    grids = load_grids()
+    vllm = grids["vllm"]
+    seed_entry = vllm.entries[0].model_copy(update={"name": "seed", "flag": "--seed", "ladder": None, "choices": ["1"]})
+    grids["vllm"] = vllm.model_copy(update={"entries": [*vllm.entries, seed_entry]})
+    for_sim = plan("sim", "vllm", ["--gpu", "H100", "--seed", "7"], {}, RANDOM_16, PlanEvidence(), set(), grids=grids)
+    assert "seed=1" not in by_name(for_sim)
+    for_vllm = plan("vllm", None, [], {}, RANDOM_16, PlanEvidence(), set(), grids=grids)
+    assert "seed=1" in by_name(for_vllm)  # --seed is vLLM's own flag when vLLM serves
