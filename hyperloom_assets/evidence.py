@@ -1,0 +1,88 @@
+"""Launch evidence: what an engine says, in its own log, that it ran with. Pure code.
+
+vLLM logs the arguments that differ from its defaults as a Python dict literal
+(`non-default args: {...}`); SGLang logs its whole resolved dataclass
+(`server_args=ServerArgs(...)`, from `logger.info(f"{server_args=}")` in its engine
+launcher). Both are read with `ast`, never `eval`. A record that is absent, cut off or
+holds a value that is not a literal gives None: "unknown", which invariant 6 leaves
+alone; a partial record would be a guess (a dropped `enable_prefix_caching: False`
+reads as "cache on").
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from typing import Any
+
+VLLM_MARKER = "non-default args: "
+SGLANG_MARKER = "server_args=ServerArgs("
+
+
+def _json_able(value: Any) -> Any:
+    """The literal as JSON types; raises ValueError for what JSON cannot hold."""
+    if isinstance(value, (tuple, list)):
+        return [_json_able(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_json_able(item) for item in value), key=repr)
+    if isinstance(value, dict):
+        return {_json_key(key): _json_able(item) for key, item in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("non-finite float")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError(f"not JSON-able: {type(value).__name__}")
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, (bool, int, float)) or key is None:
+        return json.dumps(key)
+    raise ValueError(f"dict key not JSON-able: {key!r}")
+
+
+def _last_line_with(log_text: str, marker: str) -> str | None:
+    """The text after the marker on the last line that has it (a restart logs it again)."""
+    found = None
+    for line in log_text.splitlines():
+        at = line.find(marker)
+        if at >= 0:
+            found = line[at + len(marker) :]
+    return found
+
+
+def parse_vllm_non_default_args(log_text: str) -> dict[str, Any] | None:
+    """vLLM's `non-default args: {...}` record as a JSON-able dict, or None."""
+    literal = _last_line_with(log_text, VLLM_MARKER)
+    if literal is None:
+        return None
+    try:
+        value = ast.literal_eval(literal.strip())
+        parsed = _json_able(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def parse_sglang_server_args(log_text: str) -> dict[str, Any] | None:
+    """SGLang's `server_args=ServerArgs(field=value, ...)` record as a dict, or None."""
+    rest = _last_line_with(log_text, SGLANG_MARKER)
+    if rest is None:
+        return None
+    try:
+        node = ast.parse("ServerArgs(" + rest.strip(), mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(node, ast.Call) or node.args:
+        return None
+    fields: dict[str, Any] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            return None
+        try:
+            fields[keyword.arg] = _json_able(ast.literal_eval(keyword.value))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    return fields

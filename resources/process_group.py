@@ -1,0 +1,277 @@
+"""Server processes: the one launcher, the one teardown, pidfiles and the orphan reaper.
+
+A server runs in its own process group (its own session), so one signal reaches the
+engine and every worker it forks. Each launch leaves a pidfile (pid, pgid, cmdline,
+creation time and the launching process) in this tool's pid folder, removed only once
+teardown has confirmed the whole group gone. The reaper (invariant 8) reads only those
+pidfiles; it signals a group only when its leader is still the process the pidfile
+names (same cmdline and creation time; a reused pid is never signalled), and only when
+the process that launched it is gone (a live owner's server is not an orphan).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import psutil
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+log = logging.getLogger(__name__)
+
+PIDFILE_SUFFIX = ".server.json"
+# psutil rounds creation times; a real restart under the same pid differs by far more.
+_CREATE_TIME_SLACK_S = 0.05
+
+
+class PidRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pid: int
+    pgid: int
+    cmdline: list[str]
+    create_time: float
+    owner_pid: int
+    owner_create_time: float
+    log_path: str | None = None
+
+
+@dataclass
+class ServerProcess:
+    popen: subprocess.Popen
+    record: PidRecord
+    pidfile: Path
+
+
+@dataclass
+class TeardownResult:
+    elapsed_s: float
+    signalled: list[int] = field(default_factory=list)
+    survivors: list[int] = field(default_factory=list)
+    killed: bool = False  # SIGKILL was needed
+
+
+@dataclass
+class ReapReport:
+    reaped: list[int] = field(default_factory=list)  # leader pids whose groups were torn down
+    stale: list[int] = field(default_factory=list)  # pidfiles of gone or reused pids, removed
+    live_owner: list[int] = field(default_factory=list)  # servers whose launcher still runs
+    refused: list[int] = field(default_factory=list)  # would have signalled our own group
+    survivors: list[int] = field(default_factory=list)  # still alive after SIGKILL; pidfile kept
+
+
+class RefusedSignal(RuntimeError):
+    """Signalling this group would signal the caller itself."""
+
+
+def _pidfile(pid_dir: Path, pid: int) -> Path:
+    return pid_dir / f"{pid}{PIDFILE_SUFFIX}"
+
+
+def _write_pidfile(path: Path, record: PidRecord) -> None:
+    partial = path.with_suffix(".tmp")
+    partial.write_text(record.model_dump_json(indent=2))
+    partial.replace(path)
+
+
+def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Path) -> ServerProcess:
+    """Start argv in a new session (its own process group), logging to log_path."""
+    pid_dir.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log_file:
+        popen = subprocess.Popen(
+            argv, start_new_session=True, stdin=subprocess.DEVNULL,
+            stdout=log_file, stderr=subprocess.STDOUT, env=dict(env),
+        )
+    me = psutil.Process()
+    try:
+        child = psutil.Process(popen.pid)
+        cmdline, create_time = child.cmdline(), child.create_time()
+    except psutil.NoSuchProcess:
+        # Exited already (Popen returns after exec): teardown finds nothing to do.
+        cmdline, create_time = list(argv), time.time()
+    record = PidRecord(
+        pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
+        owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
+    )
+    pidfile = _pidfile(pid_dir, popen.pid)
+    _write_pidfile(pidfile, record)
+    return ServerProcess(popen=popen, record=record, pidfile=pidfile)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def group_members(pgid: int, leader: psutil.Process | None = None) -> list[psutil.Process]:
+    """Every live process in the group, plus the leader's descendants that left it."""
+    members: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and _alive(proc):
+                members[proc.pid] = proc
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    if leader is not None and _alive(leader):
+        try:
+            for child in leader.children(recursive=True):
+                if _alive(child):
+                    members.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            pass
+    return list(members.values())
+
+
+def _signal_all(pgid: int, members: list[psutil.Process], signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for proc in members:
+        try:
+            proc.send_signal(signum)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
+def _wait_gone(pgid: int, procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        # wait_procs reaps our own children, so they never linger as zombies.
+        psutil.wait_procs(procs, timeout=0.2)
+        remaining = [proc for proc in procs if _alive(proc)]
+        late = [proc for proc in group_members(pgid) if proc.pid not in {p.pid for p in remaining}]
+        remaining += late
+        if not remaining or time.monotonic() >= deadline:
+            return remaining
+        procs = remaining
+
+
+def terminate_group(pgid: int, leader: psutil.Process | None = None, term_wait_s: float = 15.0,
+                    kill_wait_s: float = 5.0) -> TeardownResult:
+    """TERM the group, wait, KILL what is left, and confirm with psutil that it is gone."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        raise RefusedSignal(f"refusing to signal process group {pgid} (this process's own group or init)")
+    started = time.monotonic()
+    members = group_members(pgid, leader)
+    result = TeardownResult(elapsed_s=0.0, signalled=sorted(proc.pid for proc in members))
+    if members:
+        _signal_all(pgid, members, signal.SIGTERM)
+        remaining = _wait_gone(pgid, members, term_wait_s)
+        if remaining:
+            result.killed = True
+            _signal_all(pgid, remaining, signal.SIGKILL)
+            remaining = _wait_gone(pgid, remaining, kill_wait_s)
+        result.survivors = sorted(proc.pid for proc in remaining)
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def teardown(server: ServerProcess, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> TeardownResult:
+    """Stop a server this process launched; keep its pidfile only if something survived."""
+    try:
+        leader: psutil.Process | None = psutil.Process(server.popen.pid)
+    except psutil.NoSuchProcess:
+        leader = None
+    result = terminate_group(server.record.pgid, leader, term_wait_s, kill_wait_s)
+    try:
+        server.popen.wait(timeout=1.0)  # reap the leader if it is our zombie
+    except subprocess.TimeoutExpired:
+        pass
+    if result.survivors:
+        log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
+                    server.record.pgid, result.survivors, server.pidfile)
+    else:
+        server.pidfile.unlink(missing_ok=True)
+    return result
+
+
+def _matches(record: PidRecord) -> psutil.Process | None:
+    """The live leader if it is still the process the pidfile names, else None."""
+    try:
+        proc = psutil.Process(record.pid)
+        same = abs(proc.create_time() - record.create_time) <= _CREATE_TIME_SLACK_S
+        return proc if same and proc.cmdline() == record.cmdline and _alive(proc) else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def _owner_alive(record: PidRecord) -> bool:
+    try:
+        owner = psutil.Process(record.owner_pid)
+        return _alive(owner) and abs(owner.create_time() - record.owner_create_time) <= _CREATE_TIME_SLACK_S
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def read_pidfiles(pid_dir: Path) -> list[tuple[Path, PidRecord]]:
+    """This tool's pidfiles; anything else in the folder is not ours and is left alone."""
+    found = []
+    for path in sorted(pid_dir.glob(f"*{PIDFILE_SUFFIX}")) if pid_dir.is_dir() else []:
+        try:
+            found.append((path, PidRecord.model_validate_json(path.read_text())))
+        except (OSError, ValidationError, ValueError):
+            log.warning("ignoring unreadable pidfile %s", path)
+    return found
+
+
+def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> ReapReport:
+    """Tear down servers left behind by earlier runs whose launching process is gone."""
+    report = ReapReport()
+    for path, record in read_pidfiles(pid_dir):
+        leader = _matches(record)
+        if leader is None and not _group_outlived_leader(record):
+            report.stale.append(record.pid)
+            path.unlink(missing_ok=True)
+            continue
+        if _owner_alive(record):
+            report.live_owner.append(record.pid)
+            continue
+        try:
+            result = terminate_group(record.pgid, leader, term_wait_s, kill_wait_s)
+        except RefusedSignal:
+            log.warning("reaper refused to signal its own process group %d (pidfile %s)", record.pgid, path)
+            report.refused.append(record.pid)
+            continue
+        if result.survivors:
+            log.warning("orphan group %d survived SIGKILL: pids %s; pidfile %s kept",
+                        record.pgid, result.survivors, path)
+            report.survivors.extend(result.survivors)
+        else:
+            report.reaped.append(record.pid)
+            path.unlink(missing_ok=True)
+    return report
+
+
+def _group_outlived_leader(record: PidRecord) -> bool:
+    """The leader is gone but members of its group live on.
+
+    While any member holds the group id, the kernel cannot hand the leader's pid to a
+    new process, so a live group under a dead leader's pid is still that server's.
+    """
+    if psutil.pid_exists(record.pid) and _alive_pid(record.pid):
+        return False  # the pid lives but is not our leader: reused, never signalled
+    return any(_started_after(proc, record.create_time) for proc in group_members(record.pgid))
+
+
+def _alive_pid(pid: int) -> bool:
+    try:
+        return _alive(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _started_after(proc: psutil.Process, moment: float) -> bool:
+    try:
+        return proc.create_time() >= moment - _CREATE_TIME_SLACK_S
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,196 @@
+"""Launch, teardown and the orphan reaper on real process groups."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from resources.process_group import (
+    PIDFILE_SUFFIX, PidRecord, RefusedSignal, group_members, launch, reap_orphans, teardown, terminate_group,
+)
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+# A leader that forks two sleeping children into its own group, then sleeps itself.
+FAMILY = [sys.executable, "-c",
+          "import subprocess, sys, time\n"
+          "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']) for _ in range(2)]\n"
+          "print('children', [k.pid for k in kids], flush=True)\n"
+          "time.sleep(60)\n"]
+TERM_IGNORER = [sys.executable, "-c",
+                "import signal, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print('ready', flush=True)\n"
+                "time.sleep(60)\n"]
+
+
+def _wait_for(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def launched():
+    """Servers launched by a test; whatever is still running at the end is killed."""
+    servers = []
+    yield servers
+    for server in servers:
+        for proc in group_members(server.record.pgid):
+            proc.kill()
+        server.popen.kill()
+        server.popen.wait()
+
+
+def _orphanize(pidfile: Path) -> None:
+    """Make the pidfile's owner a process that no longer exists (a killed run)."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    record = PidRecord.model_validate_json(pidfile.read_text())
+    pidfile.write_text(record.model_copy(update={"owner_pid": gone.pid, "owner_create_time": 1.0}).model_dump_json())
+
+
+def test_launch_records_a_pidfile_and_teardown_stops_the_whole_group(tmp_path, launched):
+    server = launch(FAMILY, os.environ, tmp_path / "run" / "server.log", tmp_path / "pids")
+    launched.append(server)
+    assert _wait_for(lambda: "children" in (tmp_path / "run" / "server.log").read_text())
+    record = PidRecord.model_validate_json(server.pidfile.read_text())
+    assert record.pid == record.pgid == server.popen.pid != os.getpgrp()
+    assert record.cmdline == FAMILY and record.owner_pid == os.getpid()
+    members = [proc.pid for proc in group_members(record.pgid)]
+    assert len(members) == 3
+
+    result = teardown(server, term_wait_s=5.0)
+
+    assert sorted(result.signalled) == sorted(members)
+    assert result.survivors == [] and not result.killed
+    assert not any(_alive(pid) for pid in members)
+    assert not server.pidfile.exists()
+
+
+def test_teardown_kills_what_ignores_term(tmp_path, launched):
+    server = launch(TERM_IGNORER, os.environ, tmp_path / "server.log", tmp_path / "pids")
+    launched.append(server)
+    assert _wait_for(lambda: "ready" in (tmp_path / "server.log").read_text())
+    result = teardown(server, term_wait_s=0.5)
+    assert result.killed and result.survivors == []
+    assert not _alive(server.popen.pid)
+    assert not server.pidfile.exists()
+
+
+def test_reaper_tears_down_an_orphaned_server(tmp_path, launched):
+    pid_dir = tmp_path / "pids"
+    server = launch(FAMILY, os.environ, tmp_path / "server.log", pid_dir)
+    launched.append(server)
+    assert _wait_for(lambda: "children" in (tmp_path / "server.log").read_text())
+    members = [proc.pid for proc in group_members(server.record.pgid)]
+    _orphanize(server.pidfile)
+
+    report = reap_orphans(pid_dir, term_wait_s=5.0)
+
+    assert report.reaped == [server.popen.pid] and report.survivors == []
+    assert not any(_alive(pid) for pid in members)
+    assert not server.pidfile.exists()
+
+
+def test_reaper_finds_children_that_outlived_their_leader(tmp_path, launched):
+    pid_dir = tmp_path / "pids"
+    leaver = [sys.executable, "-c",
+              "import subprocess, sys\n"
+              "kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              "print('child', kid.pid, flush=True)\n"]
+    server = launch(leaver, os.environ, tmp_path / "server.log", pid_dir)
+    launched.append(server)
+    server.popen.wait()  # the leader is gone for good; its child holds the group
+    child = int((tmp_path / "server.log").read_text().split()[-1])
+    assert _alive(child)
+    _orphanize(server.pidfile)
+
+    report = reap_orphans(pid_dir, term_wait_s=5.0)
+
+    assert report.reaped == [server.popen.pid]
+    assert _wait_for(lambda: not _alive(child), 5.0)
+
+
+def test_reaper_leaves_a_server_whose_launcher_still_runs(tmp_path, launched):
+    pid_dir = tmp_path / "pids"
+    server = launch(SLEEPER, os.environ, tmp_path / "server.log", pid_dir)
+    launched.append(server)
+    report = reap_orphans(pid_dir)
+    assert report.live_owner == [server.popen.pid] and report.reaped == []
+    assert _alive(server.popen.pid) and server.pidfile.exists()
+
+
+def test_reaper_never_signals_a_reused_pid(tmp_path, launched):
+    """A pidfile whose pid now belongs to another process: not signalled, pidfile dropped."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    stranger = subprocess.Popen(SLEEPER, start_new_session=True)
+    try:
+        now = psutil.Process(stranger.pid)
+        for cmdline, create_time in ((["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"], now.create_time()),
+                                     (now.cmdline(), now.create_time() - 3600.0)):
+            record = PidRecord(pid=stranger.pid, pgid=stranger.pid, cmdline=cmdline, create_time=create_time,
+                               owner_pid=999_999_999, owner_create_time=1.0)
+            pidfile = pid_dir / f"{stranger.pid}{PIDFILE_SUFFIX}"
+            pidfile.write_text(record.model_dump_json())
+
+            report = reap_orphans(pid_dir, term_wait_s=1.0)
+
+            assert report.stale == [stranger.pid] and report.reaped == []
+            assert not pidfile.exists()
+            assert stranger.poll() is None and _alive(stranger.pid)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_reaper_refuses_to_signal_its_own_process_group(tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    me = psutil.Process()
+    record = PidRecord(pid=me.pid, pgid=os.getpgrp(), cmdline=me.cmdline(), create_time=me.create_time(),
+                       owner_pid=999_999_999, owner_create_time=1.0)
+    pidfile = pid_dir / f"{me.pid}{PIDFILE_SUFFIX}"
+    pidfile.write_text(record.model_dump_json())
+
+    report = reap_orphans(pid_dir, term_wait_s=1.0)
+
+    assert report.refused == [me.pid] and report.reaped == []
+    assert pidfile.exists()  # kept for a reaper that is not in that group
+    with pytest.raises(RefusedSignal):
+        terminate_group(os.getpgrp())
+
+
+def test_reaper_reads_only_its_own_pidfiles(tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    foreign = pid_dir / "nginx.pid"
+    foreign.write_text(str(os.getpid()))
+    broken = pid_dir / f"123{PIDFILE_SUFFIX}"
+    broken.write_text("{not json")
+    report = reap_orphans(pid_dir)
+    assert report.reaped == report.stale == report.refused == []
+    assert foreign.exists() and broken.exists()
+
+
+def test_teardown_of_a_server_that_already_exited(tmp_path):
+    server = launch([sys.executable, "-c", "pass"], os.environ, tmp_path / "server.log", tmp_path / "pids")
+    server.popen.wait()
+    result = teardown(server, term_wait_s=1.0)
+    assert result.survivors == [] and result.signalled == []
+    assert not server.pidfile.exists()
