@@ -121,18 +121,20 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
         key = context_key(name, signature, framework_version, config_version)
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
-                                       contract=contract, run_dir=step_dir(host, name, context.run_id, "baseline"),
-                                       run_id=context.run_id, context_key=key, check_launch=prefix_cache_guard(target))
+                                       contract=contract, run_dir=step_dir(host, name, context.run.run_id, "baseline"),
+                                       run_id=context.run.run_id, context_key=key, check_launch=prefix_cache_guard(target))
         except ServerError as exc:
-            store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
-                                          detail=str(exc), run_id=context.run_id)
+            # A busy host says nothing about the config, so it is not an attempt of it.
+            if exc.error_class != "preflight":
+                store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
+                                              detail=str(exc), run_id=context.run.run_id)
             raise baseline_failure(_stop_reason(exc), str(exc), error_class=exc.error_class,
                                    consecutive_failures=failures + 1) from exc
-        store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=context.run_id)
+        store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=context.run.run_id)
         result = BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
                                 contract=contract, measurement_id=measured.measurement_id,
                                 measuring_s=measured.measuring_s, framework_version=framework_version,
-                                config_version=config_version, context_key=key, run_id=context.run_id)
+                                config_version=config_version, context_key=key, run_id=context.run.run_id)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", name, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
         return dg.Output(result, metadata=baseline_metadata(result))

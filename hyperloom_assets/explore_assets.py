@@ -122,10 +122,10 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     def measure(keepers: list[Variant], variant: Variant) -> TrialMeasurement:
         spec = stack_spec(target, [*keepers, variant])
-        folder = step_dir(host, name, context.run_id, f"trial-{variant_fingerprint(variant)}-{int(time.time())}")
+        folder = step_dir(host, name, context.run.run_id, f"trial-{variant_fingerprint(variant)}-{int(time.time())}")
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="trial", spec=spec,
-                                       contract=baseline.contract, run_dir=folder, run_id=context.run_id,
+                                       contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
                                        context_key=key, fingerprint=variant_fingerprint(variant))
         except ServerError as exc:
             return TrialMeasurement(error_class=exc.error_class, error=str(exc), argv=exc.argv, env=spec.env)
@@ -143,7 +143,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                            variant=record.variant.model_dump(mode="json"), outcome=record.outcome,
                            record=record.model_dump(mode="json"),
                            measurement_id=record.measurement_ids[-1] if record.measurement_ids else None,
-                           run_id=context.run_id)
+                           run_id=context.run.run_id)
 
     def on_trial(record: TrialRecord) -> None:
         context.log.info("trial %d %s: %s (%s)", record.index, record.name, record.outcome, record.decision.reason)

@@ -1,0 +1,92 @@
+"""The whole optimize_job on the sim engine, in process: baseline to report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from hyperloom_assets.definitions import build_defs
+from resources.process_group import read_pidfiles
+from tests.conftest import SIM_MODEL
+
+CAPPED = ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"]
+
+
+def write_target(folder: Path, name: str, server_args: list[str], **extra) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"engine": "sim", "model": str(SIM_MODEL), "server_args": server_args,
+            "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
+            "repeats": 2, "max_trials": 4, "target_gain_pct": 1000, "sweep_concurrencies": [4, 16], **extra}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def materialization(instance: dg.DagsterInstance, asset: str, partition: str) -> dict:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
+    assert records, f"no materialization of {asset} for {partition}"
+    return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store, instance) -> None:
+    write_target(tmp_path / "targets", "sim-capped", CAPPED)
+    defs = build_defs(tmp_path / "targets", host=host, store=store)
+    result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim-capped", instance=instance)
+    assert result.success
+
+    baseline = materialization(instance, "baseline", "sim-capped")
+    assert baseline["repeats"] == 2
+    assert baseline["launch_evidence"]["max_num_seqs"] == 4
+    assert "--max-num-seqs 4" in baseline["argv"]
+
+    trials = materialization(instance, "trials", "sim-capped")
+    assert trials["kept"] >= 1
+    assert 1 <= trials["trials_run"] <= 4
+
+    stack = materialization(instance, "optimization_stack", "sim-capped")
+    assert stack["validated_gain_pct"] > 0
+    assert stack["validated_gain_ci_low"] > 0
+    assert "--time-scale" not in stack["final_argv"], "harness flags never enter the final argv"
+
+    report = materialization(instance, "final_report", "sim-capped")
+    path = Path(report["report_path"])
+    assert path.is_absolute() and path.is_file()
+    text = path.read_text()
+    for section in ("# Optimization report", "## Roofline", "## Trials", "## Stack", "## Concurrency sweep",
+                    "## Reproduce", "## Launch evidence", "## Environment", "## Warnings"):
+        assert section in text
+    data = json.loads(path.with_name("report.json").read_text())
+    assert data["final_output_throughput"] == pytest.approx(stack["final_output_throughput"])
+    assert len(data["sweep_rows"]) == 4
+    assert (path.parent / "throughput_vs_concurrency.png").stat().st_size > 1000
+
+    stored = store.measurements("sim-capped")
+    kinds = [row["kind"] for row in stored]
+    assert kinds.count("baseline") == 1 and kinds.count("validation") == 4
+    assert read_pidfiles(Path(host.state_path()) / "pids") == [], "every server is torn down"
+
+
+def test_re_execution_measures_no_trial_twice(tmp_path, host, store, instance) -> None:
+    write_target(tmp_path / "targets", "sim-capped", CAPPED, max_trials=2)
+    defs = build_defs(tmp_path / "targets", host=host, store=store)
+    job = defs.resolve_job_def("baseline_job")
+    assert job.execute_in_process(partition_key="sim-capped", instance=instance).success
+    trials_job = dg.define_asset_job("trials_only", selection=["candidates", "trials"]).resolve(
+        asset_graph=defs.resolve_asset_graph())
+    for _ in range(2):
+        assert trials_job.execute_in_process(partition_key="sim-capped", instance=instance).success
+    trial_rows = [row for row in store.measurements("sim-capped") if row["kind"] == "trial"]
+    ledger = store.trials(store.measurements("sim-capped", "baseline")[0]["context_key"])
+    assert len(ledger) == 2
+    assert len(trial_rows) == sum(row["record"]["measurements"] for row in ledger)

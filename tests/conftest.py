@@ -1,0 +1,44 @@
+"""Fixtures every tier shares: the tiny model, a private host, a private store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from resources.gpu_host import LocalHost
+from resources.process_group import read_pidfiles, terminate_group
+from resources.store import ResultStore
+
+REPO = Path(__file__).resolve().parent.parent
+SIM_MODEL = REPO / "models" / "llama-3-8b"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """The tiny Llama, generated afresh (deterministic, about 2 s)."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-llama"
+    subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "tiny-model", str(folder)], check=True,
+                   capture_output=True)
+    return folder
+
+
+@pytest.fixture
+def host(tmp_path) -> LocalHost:
+    """A local host with a private state folder; any server it leaves is killed afterwards.
+
+    Foreign-process preflight is off here because other test sessions on this machine
+    may be serving at the same time; tests/unit/test_preflight.py covers it.
+    """
+    state = tmp_path / "state"
+    yield LocalHost(state_dir=str(state), check_foreign_processes=False, teardown_term_wait_s=15.0)
+    for path, record in read_pidfiles(state / "pids"):
+        terminate_group(record.pgid, term_wait_s=5.0)
+        path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def store(tmp_path) -> ResultStore:
+    return ResultStore(url=f"sqlite:///{tmp_path / 'results.db'}")
