@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -19,11 +20,17 @@ from resources.gpu_host import LocalHost
 from resources.store import ResultStore
 
 
+def default_host() -> LocalHost:
+    """This machine. HYPERLOOM_CHECK_FOREIGN_SERVERS=0 skips the foreign-server preflight
+    (for a machine shared with other test sessions; never on a real GPU host)."""
+    return LocalHost(check_foreign_processes=os.environ.get("HYPERLOOM_CHECK_FOREIGN_SERVERS", "1") != "0")
+
+
 def build_defs(folder: Path | None = None, host: LocalHost | None = None, store: ResultStore | None = None) -> dg.Definitions:
     """The graph for a targets folder; tests pass their own folder, host and store."""
     folder = (folder or targets_dir()).resolve()
     partitions = target_partitions(folder)
-    host = host or LocalHost()
+    host = host or default_host()
     pool = host.pool()
     assets = [
         *build_observations(partitions),

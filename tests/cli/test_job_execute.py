@@ -1,0 +1,84 @@
+"""The CLI tier: `dagster job execute` against a temporary DAGSTER_HOME and targets folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from hyperloom_assets.instance_config import write_instance_config
+from resources.process_group import read_pidfiles
+from tests.conftest import SIM_MODEL
+
+pytestmark = pytest.mark.cli
+
+
+def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
+    argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
+            "--tags", json.dumps({"dagster/partition": partition})]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=home)
+
+
+def stored_metadata(home: Path, asset: str, partition: str) -> dict:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        instance = dg.DagsterInstance.get()
+    with instance:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
+        assert records, f"no stored materialization of {asset} for {partition}"
+        return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    folder = tmp_path / "dagster_home"
+    write_instance_config(folder)
+    yield folder
+    assert read_pidfiles(folder / "hyperloom" / "pids") == [], "a server outlived the run"
+
+
+def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    (targets / "sim-cli.yaml").write_text(yaml.safe_dump({
+        "engine": "sim", "model": str(SIM_MODEL),
+        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"],
+        "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
+        "repeats": 2, "max_trials": 3, "sweep_concurrencies": [4, 16]}))
+    (targets / "broken.yaml").write_text("engine: [vllm\n")  # a bad file must not stop the others
+    done = execute("optimize_job", "sim-cli", home, targets, timeout_s=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "RUN_SUCCESS" in done.stderr
+    report = stored_metadata(home, "final_report", "sim-cli")
+    assert Path(report["report_path"]).is_file()
+    assert report["final_output_throughput"] > report["baseline_output_throughput"]
+    assert stored_metadata(home, "baseline", "sim-cli")["repeats"] == 2
+
+
+@pytest.mark.real_engine
+def test_baseline_job_on_vllm_cpu(tmp_path, home, tiny_model) -> None:
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    (targets / "tiny.yaml").write_text(yaml.safe_dump({
+        "engine": "vllm", "model": str(tiny_model),
+        "server_args": ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"],
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
+        "repeats": 2}))
+    done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "RUN_SUCCESS" in done.stderr
+    baseline = stored_metadata(home, "baseline", "tiny")
+    assert baseline["output_throughput"] > 0
+    assert baseline["launch_evidence"]["max_num_seqs"] == 4
+    assert baseline["completed"] == 16
+    roofline = stored_metadata(home, "roofline", "tiny")
+    assert roofline["ceiling_tok_s"] > baseline["output_throughput"]
