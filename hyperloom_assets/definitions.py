@@ -20,10 +20,14 @@ from resources.gpu_host import LocalHost
 from resources.store import ResultStore
 
 
+def check_foreign_servers() -> bool:
+    """HYPERLOOM_CHECK_FOREIGN_SERVERS=0 skips the foreign-server preflight (for a machine
+    shared with other test sessions; never on a real GPU host)."""
+    return os.environ.get("HYPERLOOM_CHECK_FOREIGN_SERVERS", "1") != "0"
+
+
 def default_host() -> LocalHost:
-    """This machine. HYPERLOOM_CHECK_FOREIGN_SERVERS=0 skips the foreign-server preflight
-    (for a machine shared with other test sessions; never on a real GPU host)."""
-    return LocalHost(check_foreign_processes=os.environ.get("HYPERLOOM_CHECK_FOREIGN_SERVERS", "1") != "0")
+    return LocalHost(check_foreign_processes=check_foreign_servers())
 
 
 def build_defs(folder: Path | None = None, host: LocalHost | None = None, store: ResultStore | None = None) -> dg.Definitions:
