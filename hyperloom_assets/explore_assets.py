@@ -23,6 +23,7 @@ from hyperloom_assets.run_folders import step_dir
 from hyperloom_assets.serving import ServerError
 from hyperloom_assets.stack import stack_spec
 from hyperloom_assets.variants import Variant
+from hyperloom_assets.workloads import build_plan
 from resources.bench_client import BenchmarkClient
 from resources.catalog import TargetCatalog
 from resources.gpu_host import LocalHost
@@ -49,7 +50,9 @@ class TrialsResult(BaseModel):
 def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
     shape = load_shape(target.model)
     hardware, warnings = target_hardware(target, host, shape.dtype)
-    roofline = workload_roofline(shape, hardware, target.workload, kv_cache_dtype=kv_cache_dtype_from_args(target.server_args))
+    plan = build_plan(target.workload, shape.vocab) if target.workload.kind == "agentic" else None
+    roofline = workload_roofline(shape, hardware, target.workload, plan=plan,
+                                 kv_cache_dtype=kv_cache_dtype_from_args(target.server_args))
     m = baseline.measurement
     reached = achieved(roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high)
     if reached["warning"]:

@@ -1,0 +1,48 @@
+"""How fast the sim simulates: simulated seconds per wall second at concurrency 256, one core.
+
+Runs `predict` (the same scheduler `sim-serve` paces against the wall clock) for a few
+workloads and engine configs, prints a table and writes benchmarks/results/sim_speed.json.
+A ratio well above the time scales the tests use means the sim is never the bottleneck.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from hyperloom_assets.sim.predict import predict
+from hyperloom_assets.targets import Workload
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = REPO / "models" / "llama-3-8b"
+CASES = [
+    ("random 512/256, defaults", [], dict(kind="random", isl=512, osl=256)),
+    ("random 512/256, eager, 2048 budget", ["--enforce-eager", "--max-num-batched-tokens", "2048"],
+     dict(kind="random", isl=512, osl=256)),
+    ("shared prefix 2048/128", [], dict(kind="shared_prefix", isl=2048, prefix_len=1536, osl=128)),
+    ("random 2048/512, KV-bound (util 0.35)", ["--gpu-memory-utilization", "0.35"], dict(kind="random", isl=2048, osl=512)),
+]
+
+
+def main() -> None:
+    rows = []
+    for name, args, fields in CASES:
+        workload = Workload(concurrency=256, num_prompts=1024, **fields)
+        started = time.process_time()
+        measurement = predict(MODEL, "H100", args, workload, warmups=0)
+        cpu_s = time.process_time() - started
+        simulated = sum(r.duration_s for r in measurement.repeats)
+        rows.append({"case": name, "simulated_s": simulated, "cpu_s": cpu_s, "sim_s_per_cpu_s": simulated / cpu_s,
+                     "output_tokens": sum(r.total_output_tokens for r in measurement.repeats)})
+    print(f"{'case':<40} {'simulated s':>12} {'cpu s':>8} {'sim s / s':>10}")
+    for row in rows:
+        print(f"{row['case']:<40} {row['simulated_s']:>12.1f} {row['cpu_s']:>8.2f} {row['sim_s_per_cpu_s']:>10.1f}")
+    out = REPO / "benchmarks" / "results" / "sim_speed.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"concurrency": 256, "gpu": "H100", "model": "llama-3-8b", "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""`hyperloom sim-serve` and `hyperloom sim-predict`.
+
+Both parse harness flags and the flavor's engine args with one argparse parser, so an
+unknown flag exits at once with `unrecognized arguments` (code 2) as a real engine does.
+Imports stay light (no Dagster, torch or vLLM) so the server is up in about a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from hyperloom_assets.gpus import gpu_spec
+from hyperloom_assets.sim.engine_args import (
+    add_engine_args, add_harness_args, flavor_of, normalize_argv, resolve_config,
+)
+from hyperloom_assets.sim.perf_model import SimConfigError
+
+
+def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespace, str]:
+    flavor = flavor_of(argv)
+    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False)
+    add_harness_args(parser, serving)
+    if not serving:
+        _add_workload_args(parser)
+    add_engine_args(parser, flavor)
+    args = parser.parse_args(normalize_argv(argv, flavor))
+    try:
+        gpu_spec(args.gpu)
+    except KeyError as exc:
+        parser.error(f"argument --gpu: {exc.args[0]}")
+    if args.time_scale <= 0:
+        parser.error("argument --time-scale: must be positive")
+    return args, flavor
+
+
+def _add_workload_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workload", choices=["random", "shared_prefix", "agentic"], default="random")
+    parser.add_argument("--isl", type=int, default=None)
+    parser.add_argument("--osl", type=int, default=None)
+    parser.add_argument("--prefix-len", type=int, default=0)
+    parser.add_argument("--trace", type=Path, default=None)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--num-prompts", type=int, default=None)
+    parser.add_argument("--request-rate", type=float, default=None)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--warmups", type=int, default=None)
+
+
+def _model_dir(args: argparse.Namespace, flavor: str) -> Path:
+    return Path(args.model if flavor == "vllm" else args.model_path)
+
+
+def _fail(message: str) -> int:
+    print(f"ERROR: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def serve_main(argv: list[str]) -> int:
+    args, flavor = _parse(argv, "hyperloom sim-serve", serving=True)
+    from hyperloom_assets.sim.build import build_engine
+    from hyperloom_assets.sim.launch_record import launch_record, log_line
+
+    gpu = gpu_spec(args.gpu)
+    config = resolve_config(args, flavor, gpu.memory_gb)
+    print(launch_record(args, config), flush=True)
+    model_dir = _model_dir(args, flavor)
+    if not (model_dir / "config.json").is_file():
+        return _fail(f"ValueError: no config.json in model folder {model_dir}")
+    try:
+        engine = build_engine(model_dir, gpu, config, tp=args.tp, seed=args.seed, noise_pct=args.noise_pct,
+                              record_steps=False)
+    except SimConfigError as exc:
+        return _fail(f"ValueError: {exc}")
+    print(log_line(config, f"GPU KV cache size: {engine.kv_tokens:,} tokens", "kv_cache_utils.py:1"), flush=True)
+    print(log_line(config, f"Maximum concurrency for {engine.max_model_len:,} tokens per request: "
+                           f"{engine.kv_tokens / engine.max_model_len:.2f}x", "kv_cache_utils.py:2"), flush=True)
+    asyncio.run(_serve(engine, config, args, model_dir))
+    return 0
+
+
+async def _serve(engine, config, args: argparse.Namespace, model_dir: Path) -> None:  # noqa: ANN001 - light imports
+    from aiohttp import web
+
+    from hyperloom_assets.sim.launch_record import log_line
+    from hyperloom_assets.sim.prompts import PromptTokenizer
+    from hyperloom_assets.sim.server import SimServer
+
+    tokenizer = PromptTokenizer(model_dir, config.tokenizer)
+    server = SimServer(engine, config, tokenizer, args.time_scale, args.stream_interval_ms / 1000.0)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.add_routes(server.routes())
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, args.host, args.port, backlog=4096).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    engine_task = asyncio.create_task(server.run_engine())
+    print(log_line(config, f"Starting sim API server ({config.flavor} flavor, {args.gpu}, tp {args.tp}, "
+                           f"time scale {args.time_scale:g}) on http://{args.host}:{args.port}", "api_server.py:1"),
+          flush=True)
+    print("INFO:     Application startup complete.", flush=True)
+    await stop.wait()
+    engine_task.cancel()
+    await runner.cleanup()
+
+
+def predict_main(argv: list[str]) -> int:
+    args, flavor = _parse(argv, "hyperloom sim-predict", serving=False)
+    from hyperloom_assets.sim.engine_args import split_harness_args
+    from hyperloom_assets.sim.predict import predict
+    from hyperloom_assets.targets import Workload
+
+    try:
+        workload = Workload(kind=args.workload, isl=args.isl, osl=args.osl, prefix_len=args.prefix_len,
+                            trace=args.trace, concurrency=args.concurrency, num_prompts=args.num_prompts,
+                            request_rate=args.request_rate, seed=args.seed)
+    except ValueError as exc:
+        return _fail(f"bad workload: {exc}")
+    missing = workload.missing_fields()
+    if missing:
+        return _fail("; ".join(f"{field}: {expected}" for field, expected in missing))
+    _, engine_argv = split_harness_args(normalize_argv(argv, flavor), flavor)
+    engine_argv = _drop_workload_flags(engine_argv)
+    try:
+        measurement = predict(_model_dir(args, flavor), args.gpu, engine_argv, workload, flavor=flavor, tp=args.tp,
+                              seed=args.seed, noise_pct=args.noise_pct, repeats=args.repeats, warmups=args.warmups)
+    except SimConfigError as exc:
+        return _fail(f"ValueError: {exc}")
+    print(json.dumps(measurement.flat(), indent=1))
+    return 0
+
+
+WORKLOAD_FLAGS = ("--workload", "--isl", "--osl", "--prefix-len", "--trace", "--concurrency", "--num-prompts",
+                  "--request-rate", "--repeats", "--warmups")
+
+
+def _drop_workload_flags(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        name = token.split("=", 1)[0]
+        if name in WORKLOAD_FLAGS:
+            skip = "=" not in token
+            continue
+        kept.append(token)
+    return kept

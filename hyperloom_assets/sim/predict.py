@@ -1,0 +1,206 @@
+"""`sim-predict`: the sim's scheduler driven by a simulated benchmark client, no HTTP.
+
+Pure code. The client follows the measurement protocol of resources/bench_runner.py:
+a warm-up round (discarded, but it warms the prefix cache), then measured rounds on the
+same engine, each with its own dataset seed; sessions run concurrently up to
+`concurrency` (first come, first served), a session's turns in order after `think_ms`,
+sessions released by Poisson arrivals when the workload sets a request rate. Each
+request's record is in simulated seconds; the metrics are hyperloom_assets/metrics.py's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from hyperloom_assets.gpus import gpu_spec
+from hyperloom_assets.measurement import Measurement, RequestRecord
+from hyperloom_assets.metrics import repeat_metrics, summarize
+from hyperloom_assets.model_shape import load_shape
+from hyperloom_assets.sim.build import build_engine
+from hyperloom_assets.sim.engine_args import engine_parser, resolve_config, split_harness_args
+from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
+from hyperloom_assets.targets import Workload
+from hyperloom_assets.workloads import PlannedRequest, build_plan, default_warmups, theoretical_prefix_hit_pct
+
+Plan = list[list[PlannedRequest]]
+
+
+class SimArgError(ValueError):
+    """Engine args the real engine's parser would reject (the message is argparse's)."""
+
+
+def round_seed(seed: int, label: str) -> int:
+    """The dataset seed of a round; the same rule as resources/bench_runner.py."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{label}".encode()).digest()[:4], "big") >> 1
+
+
+def _round_plan(workload: Workload, label: str, vocab: int, num_prompts: int | None) -> Plan:
+    return build_plan(workload.model_copy(update={"seed": round_seed(workload.seed, label)}), vocab, num_prompts)
+
+
+def warmup_plan(workload: Workload, vocab: int, count: int) -> Plan:
+    """The first `count` requests of a plan of their own, whole sessions first (bench_runner's rule)."""
+    if count <= 0:
+        return []
+    plan = _round_plan(workload, "warmup", vocab, count if workload.kind != "agentic" else None)
+    taken: Plan = []
+    for session in plan:
+        if count <= 0:
+            break
+        taken.append(session[:count])
+        count -= len(taken[-1])
+    return taken
+
+
+class _RoundDriver:
+    """A closed-loop client in simulated time: slots, sessions, turns and think times."""
+
+    def __init__(self, engine: SimEngine, plan: Plan, concurrency: int, request_rate: float | None, arrival_seed: int):
+        self.engine = engine
+        self.plan = plan
+        self.start = engine.now
+        rng = random.Random(arrival_seed)
+        releases, clock = [], self.start
+        for _ in plan:
+            if request_rate:
+                clock += rng.expovariate(request_rate)
+            releases.append(clock)
+        self.pending = deque(zip(range(len(plan)), releases))
+        self.free_slots = concurrency
+        self.arrivals: list[tuple[float, int, int, int]] = []  # (time, order, session, turn)
+        self.inflight: dict[int, tuple[int, int, SimRequest]] = {}
+        self.records: list[RequestRecord] = []
+        self._order = 0
+
+    def _schedule(self, at: float, session: int, turn: int) -> None:
+        self._order += 1
+        think = self.plan[session][turn].think_ms / 1000.0
+        heapq.heappush(self.arrivals, (at + think, self._order, session, turn))
+
+    def _start_sessions(self, now: float) -> None:
+        while self.free_slots and self.pending:
+            session, release = self.pending.popleft()
+            self.free_slots -= 1
+            self._schedule(max(now, release), session, 0)
+
+    def _submit_due(self) -> None:
+        engine = self.engine
+        while self.arrivals and self.arrivals[0][0] <= engine.now:
+            at, _, session, turn = heapq.heappop(self.arrivals)
+            planned = self.plan[session][turn]
+            if len(planned.prompt_ids) + planned.output_tokens > engine.max_model_len:
+                self._fail(planned, at, f"prompt plus output exceeds max model length {engine.max_model_len}")
+                self._next(session, turn, at)
+                continue
+            request = engine.new_request(planned.prompt_ids, planned.output_tokens, at)
+            self.inflight[request.rid] = (session, turn, request)
+            engine.submit(request)
+
+    def _fail(self, planned: PlannedRequest, at: float, error: str) -> None:
+        self.records.append(RequestRecord(ok=False, prompt_tokens=len(planned.prompt_ids), start_s=at - self.start,
+                                          session_id=planned.session_id, turn=planned.turn, error=error))
+
+    def _next(self, session: int, turn: int, now: float) -> None:
+        if turn + 1 < len(self.plan[session]):
+            self._schedule(now, session, turn + 1)
+        else:
+            self.free_slots += 1
+            self._start_sessions(now)
+
+    def _complete(self, request: SimRequest) -> None:
+        session, turn, _ = self.inflight.pop(request.rid)
+        planned = self.plan[session][turn]
+        times = self.engine.token_times(request)
+        assert request.first_token_s is not None and request.finish_s is not None
+        self.records.append(RequestRecord(
+            ok=True, prompt_tokens=request.prompt_len, output_tokens=request.max_tokens,
+            start_s=request.arrival - self.start, ttft_s=request.first_token_s - request.arrival,
+            e2el_s=request.finish_s - request.arrival, itl_s=[b - a for a, b in zip(times, times[1:])],
+            session_id=planned.session_id, turn=planned.turn))
+        self._next(session, turn, request.finish_s)
+
+    def run(self) -> tuple[list[RequestRecord], float]:
+        engine = self.engine
+        self._start_sessions(engine.now)
+        while True:
+            self._submit_due()
+            step = engine.plan_step() if engine.has_work() else None
+            if step is not None:
+                for request in engine.apply_step(step):
+                    if request.phase == "done":
+                        self._complete(request)
+            elif self.arrivals:
+                engine.now = max(engine.now, self.arrivals[0][0])
+            elif engine.has_work():
+                raise RuntimeError("the sim scheduler stalled with requests waiting")
+            else:
+                break
+        self.records.sort(key=lambda r: r.start_s)
+        return self.records, engine.now - self.start
+
+
+def simulate_round(engine: SimEngine, plan: Plan, concurrency: int, request_rate: float | None = None,
+                   arrival_seed: int = 0) -> tuple[list[RequestRecord], float]:
+    """One round on the engine as it is (cache state carries over); records in simulated seconds."""
+    return _RoundDriver(engine, plan, concurrency, request_rate, arrival_seed).run()
+
+
+def parse_engine_args(model_dir: Path, engine_args: list[str], flavor: str) -> Any:
+    """Engine args as the flavor's parser reads them; harness flags in the list are ignored."""
+    _, engine_only = split_harness_args(list(engine_args), flavor)
+    if not any(t in ("--model", "--model-path") or t.startswith(("--model=", "--model-path=")) for t in engine_only):
+        engine_only = ["--model", str(model_dir), *engine_only]
+    parser = engine_parser(flavor, "sim-predict")
+    parser.exit_on_error = False
+    try:
+        args, unknown = parser.parse_known_args(engine_only)
+    except Exception as exc:  # argparse.ArgumentError: an invalid choice or value
+        raise SimArgError(str(exc)) from exc
+    if unknown:
+        raise SimArgError(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _signature(workload: Workload, plan: Plan, warmups: int, vocab: int) -> dict[str, Any]:
+    signature = workload.model_dump(mode="json")
+    signature.update(num_prompts=sum(len(s) for s in plan), warmups=warmups, vocab_size=vocab)
+    if workload.trace is not None:
+        signature["trace_sha1"] = hashlib.sha1(workload.trace.read_bytes()).hexdigest()
+    return signature
+
+
+def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: Workload,
+            num_prompts: int | None = None, flavor: str = "vllm", tp: int = 1, seed: int = 0,
+            noise_pct: float = 0.0, repeats: int = 1, warmups: int | None = None) -> Measurement:
+    """The Measurement `hyperloom bench` would report against `sim-serve` with these args, in simulated time.
+
+    Raises SimArgError for args the engine's parser rejects and SimConfigError for a
+    configuration the engine would refuse at startup.
+    """
+    model_dir = Path(model_dir)
+    spec = gpu_spec(gpu)
+    args = parse_engine_args(model_dir, engine_args, flavor)
+    config = resolve_config(args, flavor, spec.memory_gb)
+    engine = build_engine(model_dir, spec, config, tp=tp, seed=seed, noise_pct=noise_pct)
+    vocab = load_shape(model_dir).vocab
+    warm_count = default_warmups(workload.concurrency) if warmups is None else warmups
+    plans = [_round_plan(workload, f"repeat-{i + 1}", vocab, num_prompts) for i in range(max(repeats, 1))]
+    warm = warmup_plan(workload, vocab, warm_count)
+    if warm:
+        simulate_round(engine, warm, workload.concurrency)
+    slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
+    rounds = []
+    for index, plan in enumerate(plans, start=1):
+        records, duration = simulate_round(engine, plan, workload.concurrency, workload.request_rate,
+                                           round_seed(workload.seed, f"arrivals-{index}"))
+        rounds.append(repeat_metrics(records, duration, slo))
+    return summarize(
+        rounds, seed=workload.seed, workload=_signature(workload, plans[0], warm_count, vocab),
+        theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
+        source="sim-predict",
+    )

@@ -1,0 +1,217 @@
+"""`sim-serve`'s HTTP side: the OpenAI API over the sim scheduler, paced by the wall clock.
+
+The engine loop plans a step, sleeps until the step's simulated end time maps to the
+wall clock (`--time-scale` simulated seconds per wall second), then applies it. Requests
+arriving meanwhile join the next step, as in a real engine. Streams do not send one
+event per token: a request's handler wakes at its first token, at its end, and otherwise
+at most every `--stream-interval-ms`, and sends every token that became due since its
+last event in one chunk, as busy real engines do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from hyperloom_assets.sim.engine_args import EngineConfig
+from hyperloom_assets.sim.prompts import PromptError, PromptTokenizer, filler_text
+from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
+
+TIMER_SLACK_S = 0.0005
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
+    return web.json_response({"object": "error", "message": message, "type": kind, "param": None, "code": status},
+                             status=status)
+
+
+class SimServer:
+    def __init__(self, engine: SimEngine, config: EngineConfig, tokenizer: PromptTokenizer,
+                 time_scale: float, stream_interval_s: float):
+        self.engine = engine
+        self.config = config
+        self.tokenizer = tokenizer
+        self.time_scale = time_scale
+        self.stream_interval_s = stream_interval_s
+        self.work = asyncio.Event()
+        self.t0 = 0.0
+        self.created = int(time.time())
+
+    # ---- the engine loop ----------------------------------------------------------------
+    def sim_now(self) -> float:
+        return (asyncio.get_running_loop().time() - self.t0) * self.time_scale
+
+    async def run_engine(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.t0 = loop.time()
+        engine = self.engine
+        while True:
+            if not engine.has_work():
+                self.work.clear()
+                await self.work.wait()
+            engine.now = max(engine.now, self.sim_now()) if not engine.running else engine.now
+            step = engine.plan_step()
+            if step is None:  # nothing can run yet; wait for a change
+                self.work.clear()
+                await self.work.wait()
+                continue
+            delay = self.t0 + (engine.now + step.duration) / self.time_scale - loop.time()
+            # The selector rounds timeouts up to whole milliseconds; aiming half a
+            # millisecond early makes results as often early as late instead of always late.
+            await asyncio.sleep(max(delay - TIMER_SLACK_S, 0.0))  # sleep(0) lets handlers run when behind
+            for request in engine.apply_step(step):
+                if request.waiter is not None:
+                    request.waiter.set()
+
+    def submit(self, prompt_ids: list[int], max_tokens: int) -> SimRequest:
+        request = self.engine.new_request(prompt_ids, max_tokens, self.sim_now())
+        request.waiter = asyncio.Event()
+        self.engine.submit(request)
+        self.work.set()
+        return request
+
+    async def _wait(self, request: SimRequest, paced: bool) -> None:
+        """Until the request's first token or end, or (once streaming) the next pacing tick."""
+        handle = asyncio.get_running_loop().call_later(self.stream_interval_s, request.waiter.set) if paced else None
+        await request.waiter.wait()
+        request.waiter.clear()
+        if handle is not None:
+            handle.cancel()
+
+    # ---- HTTP -----------------------------------------------------------------------
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/health", self.health), web.get("/v1/models", self.models), web.get("/version", self.version),
+                web.post("/v1/completions", self.completions), web.post("/v1/chat/completions", self.chat)]
+
+    async def health(self, _: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, _: web.Request) -> web.Response:
+        return web.json_response({"version": f"sim-{self.config.flavor}"})
+
+    async def models(self, _: web.Request) -> web.Response:
+        data = [{"id": name, "object": "model", "created": self.created, "owned_by": self.config.flavor,
+                 "root": self.config.model, "parent": None, "max_model_len": self.engine.max_model_len}
+                for name in self.config.served_names]
+        return web.json_response({"object": "list", "data": data})
+
+    async def completions(self, http: web.Request) -> web.StreamResponse:
+        return await self._serve(http, chat=False)
+
+    async def chat(self, http: web.Request) -> web.StreamResponse:
+        return await self._serve(http, chat=True)
+
+    def _read(self, body: Any, chat: bool) -> tuple[list[int], int]:
+        if not isinstance(body, dict):
+            raise PromptError("the request body must be a JSON object")
+        ids = self.tokenizer.chat_prompt(body.get("messages")) if chat else self.tokenizer.completion_prompt(body.get("prompt"))
+        max_tokens = body.get("max_completion_tokens") if chat else None
+        max_tokens = max_tokens or body.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = self.engine.max_model_len - len(ids) if chat else 16
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise PromptError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if len(ids) + max_tokens > self.engine.max_model_len:
+            raise PromptError(
+                f"This model's maximum context length is {self.engine.max_model_len} tokens. However, you requested "
+                f"{len(ids) + max_tokens} tokens ({len(ids)} in the messages, {max_tokens} in the completion). "
+                "Please reduce the length of the messages or completion.")
+        return ids, max_tokens
+
+    async def _serve(self, http: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            body = await http.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "the request body is not valid JSON")
+        if isinstance(body, dict) and body.get("model") not in (None, *self.config.served_names):
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        try:
+            ids, max_tokens = self._read(body, chat)
+        except PromptError as exc:
+            return _error(400, str(exc))
+        request = self.submit(ids, max_tokens)
+        reply = _Reply(body, chat, self.config.served_names[0], self.created)
+        try:
+            if body.get("stream"):
+                return await self._stream(http, request, reply)
+            while request.phase != "done":
+                await self._wait(request, paced=False)
+            return web.json_response(reply.whole(request))
+        except BaseException:
+            if request.phase not in ("done", "aborted"):
+                self.engine.abort(request)  # the client went away: free its seat and blocks
+            raise
+
+    async def _stream(self, http: web.Request, request: SimRequest, reply: _Reply) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        await response.prepare(http)
+        sent = 0
+        while True:
+            produced = self.engine.tokens_out(request)
+            done = request.phase == "done"
+            if produced > sent:
+                await response.write(reply.chunk(sent, produced, done))
+                sent = produced
+            if done:
+                break
+            await self._wait(request, paced=sent > 0)
+        if reply.include_usage:
+            await response.write(reply.usage_chunk(request))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+class _Reply:
+    """OpenAI-shaped response bodies for one request (vLLM's field set)."""
+
+    def __init__(self, body: dict, chat: bool, model: str, created: int):
+        self.chat = chat
+        self.model = body.get("model") or model
+        self.created = created
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.object = "chat.completion" if chat else "text_completion"
+        options = body.get("stream_options") or {}
+        self.include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+
+    def _usage(self, request: SimRequest) -> dict[str, Any]:
+        return {"prompt_tokens": request.prompt_len, "total_tokens": request.prompt_len + request.max_tokens,
+                "completion_tokens": request.max_tokens,
+                "prompt_tokens_details": {"cached_tokens": request.cached_tokens}}
+
+    def _event(self, payload: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+    def chunk(self, first: int, last: int, done: bool) -> bytes:
+        text = filler_text(first, last)
+        finish = "length" if done else None
+        if self.chat:
+            delta = {"role": "assistant", "content": text} if first == 0 else {"content": text}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            kind = "chat.completion.chunk"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            kind = "text_completion"
+        return self._event({"id": self.id, "object": kind, "created": self.created, "model": self.model,
+                            "choices": [choice]})
+
+    def usage_chunk(self, request: SimRequest) -> bytes:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return self._event({"id": self.id, "object": kind, "created": self.created, "model": self.model,
+                            "choices": [], "usage": self._usage(request)})
+
+    def whole(self, request: SimRequest) -> dict[str, Any]:
+        text = filler_text(0, request.max_tokens)
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                      "finish_reason": "length"}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
+        return {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
+                "choices": [choice], "usage": self._usage(request)}

@@ -1,0 +1,48 @@
+"""The baseline guards of invariants 6 and 7, decided in one place."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperloom_assets.guards import PREFIX_CACHE_OFF, consecutive_failures, is_argv_error, launch_flavor, prefix_cache_refusal
+
+
+@pytest.mark.parametrize("engine, args, evidence, refused", [
+    ("vllm", [], {"enable_prefix_caching": False}, True),
+    ("vllm", [], {"max_num_seqs": 4}, False),  # absent means on
+    ("vllm", [], None, False),  # unreadable evidence is left alone
+    ("sglang", [], {"disable_radix_cache": True}, True),
+    ("sglang", [], {"disable_radix_cache": False}, False),
+    ("sglang", [], None, False),
+    ("atom", [], None, True),  # no launch record; off unless asked for
+    ("atom", ["--enable_prefix_caching"], None, False),
+    ("atom", ["--enable-prefix-caching"], None, False),
+    ("sim", ["--gpu", "H100"], {"enable_prefix_caching": False}, True),
+    ("sim", ["--flavor", "sglang"], {"disable_radix_cache": True}, True),
+    ("sim", ["--flavor=sglang"], {"enable_prefix_caching": False}, False),  # sglang reads its own record
+])
+def test_agentic_prefix_cache_guard_per_engine(engine, args, evidence, refused) -> None:
+    refusal = prefix_cache_refusal(engine, args, evidence, "agentic")
+    assert (refusal is not None) == refused
+    if refusal:
+        assert refusal.code == PREFIX_CACHE_OFF
+        assert engine in refusal.message()
+
+
+def test_only_agentic_baselines_are_judged() -> None:
+    assert prefix_cache_refusal("vllm", [], {"enable_prefix_caching": False}, "random") is None
+    assert prefix_cache_refusal("atom", [], None, "shared_prefix") is None
+
+
+def test_flavor_and_argv_markers() -> None:
+    assert launch_flavor("sim", []) == "vllm"
+    assert launch_flavor("vllm", ["--flavor", "sglang"]) == "vllm"
+    assert is_argv_error("api_server.py: error: unrecognized arguments: --nope")
+    assert is_argv_error("argument --kv-cache-dtype: invalid choice: 'x'")
+    assert not is_argv_error("RuntimeError: CUDA out of memory")
+
+
+def test_consecutive_failures_count_since_the_last_success() -> None:
+    assert consecutive_failures([]) == 0
+    assert consecutive_failures(["crash", "ok", "timeout", "crash"]) == 2
+    assert consecutive_failures(["crash", "ok"]) == 0
