@@ -1,0 +1,150 @@
+"""The benchmark client against a real streaming HTTP server (the echo server)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hyperloom_assets.measurement import RequestRecord
+from hyperloom_assets.targets import Slo, Workload
+from hyperloom_assets.workloads import build_plan, theoretical_prefix_hit_pct
+from resources.bench_client import BenchInputError, BenchmarkClient, BenchRunError, measure
+from resources.bench_runner import round_seed
+
+EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"
+
+
+def _records(path: Path) -> list[RequestRecord]:
+    return [RequestRecord.model_validate_json(line) for line in path.read_text().splitlines()]
+
+
+def _max_overlap(records: list[RequestRecord]) -> int:
+    events = sorted([(r.start_s, 1) for r in records] + [(r.start_s + r.e2el_s, -1) for r in records])
+    live = peak = 0
+    for _, step in events:
+        live += step
+        peak = max(peak, live)
+    return peak
+
+
+def test_random_workload_measures_every_request(echo_server, tmp_path):
+    url = echo_server("--token-delay-ms", "1")
+    workload = Workload(kind="random", isl=48, osl=16, concurrency=4, num_prompts=20)
+    m = measure(url, "echo", workload, vocab_size=2048, repeats=2, warmups=3, records_dir=tmp_path)
+    assert len(m.repeats) == 2 and m.completed == 20
+    assert all(r.failed == 0 and r.total_output_tokens == 20 * 16 and r.total_input_tokens == 20 * 48
+               for r in m.repeats)
+    assert m.output_throughput > 0 and m.output_throughput_ci_low <= m.output_throughput <= m.output_throughput_ci_high
+    assert m.workload["num_prompts"] == 20 and m.workload["warmups"] == 3 and m.workload["vocab_size"] == 2048
+    assert m.theoretical_prefix_hit_pct is None and m.source == "hyperloom"
+    records = _records(tmp_path / "requests-repeat-1.jsonl")
+    assert len(records) == 20 and all(r.ok and r.output_tokens == 16 and len(r.itl_s) == 15 for r in records)
+    assert len(_records(tmp_path / "requests-warmup.jsonl")) == 3
+    assert len(json.loads((tmp_path / "client-load.json").read_text())) == 2
+
+
+def test_timings_include_the_server_delays(echo_server, tmp_path):
+    url = echo_server("--ttft-ms", "80", "--token-delay-ms", "10")
+    workload = Workload(kind="random", isl=8, osl=6, concurrency=2, num_prompts=4)
+    m = measure(url, "echo", workload, vocab_size=100, warmups=0, records_dir=tmp_path)
+    assert 80 <= m.ttft_p50_ms < 1000
+    assert 10 <= m.tpot_p50_ms < 200 and 10 <= m.itl_p50_ms < 200
+    record = _records(tmp_path / "requests-repeat-1.jsonl")[0]
+    # e2el ends at the last token, as vLLM's client times it: TTFT plus the five gaps
+    assert record.e2el_s == pytest.approx(record.ttft_s + sum(record.itl_s), abs=1e-6)
+
+
+def test_concurrency_limit_is_respected_and_reached(echo_server, tmp_path):
+    url = echo_server("--token-delay-ms", "5")
+    workload = Workload(kind="random", isl=8, osl=10, concurrency=3, num_prompts=12)
+    measure(url, "echo", workload, vocab_size=100, warmups=0, records_dir=tmp_path)
+    assert _max_overlap(_records(tmp_path / "requests-repeat-1.jsonl")) == 3
+
+
+def test_agentic_sessions_run_turns_in_order_after_think_time(echo_server, tmp_path):
+    url = echo_server("--token-delay-ms", "1")
+    workload = Workload(kind="agentic", trace=EXAMPLE_TRACE, concurrency=4)
+    m = measure(url, "echo", workload, vocab_size=2048, warmups=2, records_dir=tmp_path, max_model_len=4096)
+    assert m.completed == 32
+    assert m.theoretical_prefix_hit_pct == pytest.approx(theoretical_prefix_hit_pct(build_plan(workload, 2048)))
+    assert len(m.workload["trace_sha1"]) == 40
+    records = _records(tmp_path / "requests-repeat-1.jsonl")
+    assert _max_overlap(records) <= 4
+    by_session: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        by_session.setdefault(r.session_id, []).append(r)
+    assert len(by_session) == 8
+    for turns in by_session.values():
+        turns.sort(key=lambda r: r.turn)
+        assert [r.turn for r in turns] == [0, 1, 2, 3]
+        for earlier, later in zip(turns, turns[1:]):
+            assert later.start_s >= earlier.start_s + earlier.e2el_s + 0.019  # think_ms 20 in the trace; timers round
+
+
+def test_poisson_arrivals_spread_the_starts(echo_server, tmp_path):
+    url = echo_server()
+    workload = Workload(kind="random", isl=8, osl=2, concurrency=50, num_prompts=20, request_rate=20.0, seed=1)
+    m = measure(url, "echo", workload, vocab_size=100, warmups=0, records_dir=tmp_path)
+    starts = [r.start_s for r in _records(tmp_path / "requests-repeat-1.jsonl")]
+    assert max(starts) > 0.2  # all-at-once would start every request within a few ms
+    assert m.repeats[0].duration_s > max(starts)
+
+
+def test_short_answer_is_an_error_not_a_silent_success(echo_server):
+    url = echo_server("--short-by", "2")
+    workload = Workload(kind="random", isl=8, osl=6, concurrency=2, num_prompts=4)
+    with pytest.raises(BenchRunError, match="completion_tokens=4, requested 6"):
+        measure(url, "echo", workload, vocab_size=100, warmups=1)
+    with pytest.raises(BenchRunError, match="repeat 1"):
+        measure(url, "echo", workload, vocab_size=100, warmups=0)
+
+
+def test_prompt_token_mismatch_and_missing_usage_are_errors(echo_server):
+    workload = Workload(kind="random", isl=8, osl=4, concurrency=1, num_prompts=2)
+    with pytest.raises(BenchRunError, match="prompt_tokens=9, sent 8"):
+        measure(echo_server("--prompt-skew", "1"), "echo", workload, vocab_size=100, warmups=0)
+    with pytest.raises(BenchRunError, match="no usage"):
+        measure(echo_server("--no-usage"), "echo", workload, vocab_size=100, warmups=0)
+
+
+def test_wrong_model_name_fails_at_warmup(echo_server):
+    workload = Workload(kind="random", isl=8, osl=4, concurrency=1, num_prompts=2)
+    with pytest.raises(BenchRunError, match="warm-up.*HTTP 404"):
+        measure(echo_server(), "not-the-model", workload, vocab_size=100)
+
+
+def test_too_long_prompt_is_refused_before_any_request():
+    # Nothing listens on port 9: a request would fail with a connection error, not this.
+    workload = Workload(kind="random", isl=4000, osl=200, concurrency=1, num_prompts=2)
+    with pytest.raises(BenchInputError, match="needs 4200 tokens.*max model length 4096"):
+        measure("http://127.0.0.1:9", "m", workload, vocab_size=100, max_model_len=4096)
+
+
+def test_bad_trace_is_refused_before_any_request(tmp_path):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"session_id": "s", "turns": [{"user_tokens": 0, "output_tokens": 4}]}\n')
+    workload = Workload(kind="agentic", trace=trace, concurrency=1)
+    with pytest.raises(ValueError, match="bad.jsonl: line 1"):
+        measure("http://127.0.0.1:9", "m", workload, vocab_size=100)
+
+
+def test_tiny_vocab_is_refused():
+    workload = Workload(kind="random", isl=4, osl=4, concurrency=1, num_prompts=1)
+    with pytest.raises(BenchInputError, match="vocab_size"):
+        measure("http://127.0.0.1:9", "m", workload, vocab_size=10)
+
+
+def test_every_round_sends_fresh_prompts():
+    # Re-sent prompts would hit the server's prefix cache and flatter repeat 2.
+    workload = Workload(kind="random", isl=16, osl=4, concurrency=1, num_prompts=3, seed=9)
+    seeds = {round_seed(9, label) for label in ("warmup", "repeat-1", "repeat-2")}
+    assert len(seeds) == 3 and round_seed(9, "repeat-1") == round_seed(9, "repeat-1")
+    plans = [build_plan(workload.model_copy(update={"seed": s}), 100) for s in seeds]
+    assert len({tuple(p[0][0].prompt_ids) for p in plans}) == 3
+
+
+def test_slo_goodput_and_resource_delegation(echo_server):
+    url = echo_server("--ttft-ms", "30")
+    workload = Workload(kind="random", isl=8, osl=4, concurrency=2, num_prompts=4, slo=Slo(ttft_ms=5))
+    m = BenchmarkClient().measure(url, "echo", workload, 100, repeats=1, warmups=0)
+    assert m.goodput == 0.0  # every TTFT is over 30 ms, the SLO asks 5
