@@ -16,20 +16,16 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from hyperloom_assets.sim import harness_flags
 from hyperloom_assets.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
 
 GRIDS_DIR = Path(__file__).parent / "grids"
 GRID_ENGINES = ("vllm", "sglang", "atom")
 
-# The sim's own flags (DESIGN.md: `hyperloom sim-serve`), and the flags the launcher
-# adds for every engine. They never become candidates, are never ablated and never
-# enter the stack's final argv (invariant 3).
-# TODO(lead): replace SIM_HARNESS_FLAGS with hyperloom_assets.sim.harness_flags(flavor)
-# once the sim exposes it; this is the only place that lists them.
-SIM_HARNESS_FLAGS: frozenset[str] = frozenset({
-    "--gpu", "--time-scale", "--noise-pct", "--seed", "--flavor", "--tp",
-    "--stream-interval-ms", "--port", "--host", "--model",
-})
+# The sim's own flags come from the sim itself (one list in the project), and the
+# launcher adds --model/--port/--host for every engine. None of them becomes a
+# candidate, is ablated or enters the stack's final argv (invariant 3).
+SIM_HARNESS_FLAGS: frozenset[str] = frozenset(harness_flags("vllm"))
 LAUNCHER_FLAGS: frozenset[str] = frozenset({"--port", "--host", "--model", "--model-path"})
 
 ScoringFamily = Literal[

@@ -7,6 +7,7 @@ multi-turn sessions whose prompts grow with the conversation.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -124,6 +125,37 @@ def build_plan(workload: Workload, vocab_size: int, num_prompts: int | None = No
     assert workload.isl is not None and workload.osl is not None
     count = num_prompts or workload.num_prompts or default_num_prompts(workload.concurrency, workload.isl, workload.osl)
     return _single_turn(workload, count, vocab_size)
+
+
+Plan = list[list[PlannedRequest]]
+
+
+def round_seed(seed: int, label: str) -> int:
+    """A distinct, reproducible dataset seed per round.
+
+    Every round sends fresh prompts: re-sending a round's prompts on the same hot
+    server would turn the engine's prefix cache into a free speed-up for repeat 2.
+    """
+    return int.from_bytes(hashlib.sha256(f"{seed}:{label}".encode()).digest()[:4], "big") >> 1
+
+
+def round_plan(workload: Workload, label: str, vocab_size: int, num_prompts: int | None = None) -> Plan:
+    """The plan of one round (a warm-up or a repeat), seeded by its label."""
+    return build_plan(workload.model_copy(update={"seed": round_seed(workload.seed, label)}), vocab_size, num_prompts)
+
+
+def warmup_plan(workload: Workload, vocab_size: int, count: int) -> Plan:
+    """The first `count` requests of a plan of their own, whole sessions first."""
+    if count <= 0:
+        return []
+    plan = round_plan(workload, "warmup", vocab_size, count if workload.kind != "agentic" else None)
+    taken: Plan = []
+    for session in plan:
+        if count <= 0:
+            break
+        taken.append(session[:count])
+        count -= len(taken[-1])
+    return taken
 
 
 def theoretical_prefix_hit_pct(plan: list[list[PlannedRequest]]) -> float:

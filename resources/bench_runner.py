@@ -23,13 +23,12 @@ from hyperloom_assets.metrics import repeat_metrics, summarize
 from hyperloom_assets.model_shape import load_shape
 from hyperloom_assets.targets import Workload
 from hyperloom_assets.workloads import (
-    FIRST_ORDINARY_TOKEN, PlannedRequest, build_plan, default_warmups, max_context_tokens,
-    theoretical_prefix_hit_pct,
+    FIRST_ORDINARY_TOKEN, Plan, PlannedRequest, default_warmups, max_context_tokens,
+    round_plan, round_seed, theoretical_prefix_hit_pct, warmup_plan,
 )
 from resources.bench_monitor import ClientLoad, LoadMonitor
 from resources.bench_stream import DEFAULT_SOCK_READ_TIMEOUT_S, completions_url, open_session, send_request
 
-Plan = list[list[PlannedRequest]]
 
 
 class BenchInputError(ValueError):
@@ -48,35 +47,6 @@ def model_vocab_size(model_dir: Path) -> int:
 def model_max_len(model_dir: Path) -> int:
     """The longest context the model allows (`max_position_embeddings`)."""
     return load_shape(model_dir).max_position_embeddings
-
-
-def round_seed(seed: int, label: str) -> int:
-    """A distinct, reproducible dataset seed per round.
-
-    Every round sends fresh prompts: re-sending a round's prompts on the same hot
-    server would turn the engine's prefix cache into a free speed-up for repeat 2.
-    """
-    return int.from_bytes(hashlib.sha256(f"{seed}:{label}".encode()).digest()[:4], "big") >> 1
-
-
-def _round_workload(workload: Workload, label: str) -> Workload:
-    return workload.model_copy(update={"seed": round_seed(workload.seed, label)})
-
-
-def warmup_plan(workload: Workload, vocab_size: int, count: int) -> Plan:
-    """The first `count` requests of a plan of their own, whole sessions first."""
-    if count <= 0:
-        return []
-    warm = _round_workload(workload, "warmup")
-    plan = build_plan(warm, vocab_size, num_prompts=count if workload.kind != "agentic" else None)
-    taken: Plan = []
-    left = count
-    for session in plan:
-        if left <= 0:
-            break
-        taken.append(session[:left])
-        left -= len(taken[-1])
-    return taken
 
 
 def check_vocab(vocab_size: int) -> None:
@@ -155,7 +125,7 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
         raise BenchInputError(f"repeats must be at least 1, got {repeats}")
     check_vocab(vocab_size)
     warm_count = default_warmups(workload.concurrency) if warmups is None else warmups
-    plans = [build_plan(_round_workload(workload, f"repeat-{i + 1}"), vocab_size, num_prompts) for i in range(repeats)]
+    plans = [round_plan(workload, f"repeat-{i + 1}", vocab_size, num_prompts) for i in range(repeats)]
     warm = warmup_plan(workload, vocab_size, warm_count)
     check_plans(plans + [warm], max_model_len)
     slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None

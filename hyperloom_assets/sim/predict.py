@@ -25,36 +25,14 @@ from hyperloom_assets.sim.build import build_engine
 from hyperloom_assets.sim.engine_args import engine_parser, resolve_config, split_harness_args
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 from hyperloom_assets.targets import Workload
-from hyperloom_assets.workloads import PlannedRequest, build_plan, default_warmups, theoretical_prefix_hit_pct
+from hyperloom_assets.workloads import (
+    Plan, PlannedRequest, default_warmups, round_plan, round_seed, theoretical_prefix_hit_pct, warmup_plan,
+)
 
-Plan = list[list[PlannedRequest]]
 
 
 class SimArgError(ValueError):
     """Engine args the real engine's parser would reject (the message is argparse's)."""
-
-
-def round_seed(seed: int, label: str) -> int:
-    """The dataset seed of a round; the same rule as resources/bench_runner.py."""
-    return int.from_bytes(hashlib.sha256(f"{seed}:{label}".encode()).digest()[:4], "big") >> 1
-
-
-def _round_plan(workload: Workload, label: str, vocab: int, num_prompts: int | None) -> Plan:
-    return build_plan(workload.model_copy(update={"seed": round_seed(workload.seed, label)}), vocab, num_prompts)
-
-
-def warmup_plan(workload: Workload, vocab: int, count: int) -> Plan:
-    """The first `count` requests of a plan of their own, whole sessions first (bench_runner's rule)."""
-    if count <= 0:
-        return []
-    plan = _round_plan(workload, "warmup", vocab, count if workload.kind != "agentic" else None)
-    taken: Plan = []
-    for session in plan:
-        if count <= 0:
-            break
-        taken.append(session[:count])
-        count -= len(taken[-1])
-    return taken
 
 
 class _RoundDriver:
@@ -189,7 +167,7 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
     engine = build_engine(model_dir, spec, config, tp=tp, seed=seed, noise_pct=noise_pct)
     vocab = load_shape(model_dir).vocab
     warm_count = default_warmups(workload.concurrency) if warmups is None else warmups
-    plans = [_round_plan(workload, f"repeat-{i + 1}", vocab, num_prompts) for i in range(max(repeats, 1))]
+    plans = [round_plan(workload, f"repeat-{i + 1}", vocab, num_prompts) for i in range(max(repeats, 1))]
     warm = warmup_plan(workload, vocab, warm_count)
     if warm:
         simulate_round(engine, warm, workload.concurrency)
