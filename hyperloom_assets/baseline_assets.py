@@ -13,6 +13,7 @@ from hyperloom_assets.fingerprints import context_key, workload_signature
 from hyperloom_assets.identity import server_config_version
 from hyperloom_assets.measure_step import WorkloadContract, run_measurement
 from hyperloom_assets.model_shape import load_shape
+from hyperloom_assets.release_run import ReleaseRun, release_from_tags
 from hyperloom_assets.results import BaselineResult
 from hyperloom_assets.run_folders import step_dir
 from hyperloom_assets.serving import LaunchRecord, ServerError, ServerSpec
@@ -22,6 +23,8 @@ from resources.bench_client import BenchmarkClient
 from resources.catalog import TargetCatalog
 from resources.framework_identity import framework_identity
 from resources.gpu_host import LocalHost
+from resources.release_envs import EnvironmentUnavailable, ReleaseEnvironments
+from resources.release_ledger import ReleaseLedger
 from resources.store import ResultStore
 
 
@@ -103,41 +106,63 @@ def _stop_reason(error: ServerError) -> str:
     return "baseline_arg_error" if error.error_class == "argv_invalid" else "baseline_failed"
 
 
+def prepare_release(tags, name: str, envs: ReleaseEnvironments, store: ResultStore) -> ReleaseRun | None:
+    """For a release-triggered run: the release's environment, built if needed."""
+    release = release_from_tags(tags)
+    if release is None:
+        return None
+    package, version = release
+    try:
+        python = envs.python_for(package, version)
+    except EnvironmentUnavailable as exc:
+        ReleaseLedger(store).record(name, package, version, "environment_unavailable", exc.reason)
+        raise baseline_failure("environment_unavailable", str(exc), package=package, version=version) from exc
+    return ReleaseRun(package=package, version=version, python=python, previous_stack=store.latest_stack(name))
+
+
+def measure_baseline(context, target: Target, host, bench, store: ResultStore, release: ReleaseRun | None) -> BaselineResult:
+    name, run_id = context.partition_key, context.run.run_id
+    contract = workload_contract(target)
+    framework_version = release.identity if release else framework_identity(target.engine, target.framework_tree)
+    config_version = server_config_version(target)
+    attempt = f"{config_version}/{framework_version}"
+    failures = check_not_duplicate(store, name, attempt)
+    spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env,
+                      python=release.python if release else None)
+    signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
+    key = context_key(name, signature, framework_version, config_version)
+    try:
+        measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
+                                   contract=contract, run_dir=step_dir(host, name, run_id, "baseline"),
+                                   run_id=run_id, context_key=key, check_launch=prefix_cache_guard(target))
+    except ServerError as exc:
+        # A busy host says nothing about the config, so it is not an attempt of it.
+        if exc.error_class != "preflight":
+            store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
+                                          detail=str(exc), run_id=run_id)
+        if release is not None:
+            ReleaseLedger(store).record(name, release.package, release.version, "failed", str(exc), run_id=run_id)
+        raise baseline_failure(_stop_reason(exc), str(exc), error_class=exc.error_class,
+                               consecutive_failures=failures + 1) from exc
+    store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
+    return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
+                          contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,
+                          framework_version=framework_version, config_version=config_version, context_key=key,
+                          run_id=run_id, release=release)
+
+
 def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
     @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
               deps=["framework_tree", "server_config"],
               description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
-    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
-                 bench: BenchmarkClient, store: ResultStore) -> dg.Output[BaselineResult]:
-        name = context.partition_key
-        target = catalog.target(name)
-        contract = workload_contract(target)
-        framework_version = framework_identity(target.engine, target.framework_tree)
-        config_version = server_config_version(target)
-        attempt = f"{config_version}/{framework_version}"
-        failures = check_not_duplicate(store, name, attempt)
-        spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env)
-        signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
-        key = context_key(name, signature, framework_version, config_version)
-        try:
-            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
-                                       contract=contract, run_dir=step_dir(host, name, context.run.run_id, "baseline"),
-                                       run_id=context.run.run_id, context_key=key, check_launch=prefix_cache_guard(target))
-        except ServerError as exc:
-            # A busy host says nothing about the config, so it is not an attempt of it.
-            if exc.error_class != "preflight":
-                store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
-                                              detail=str(exc), run_id=context.run.run_id)
-            raise baseline_failure(_stop_reason(exc), str(exc), error_class=exc.error_class,
-                                   consecutive_failures=failures + 1) from exc
-        store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=context.run.run_id)
-        result = BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
-                                contract=contract, measurement_id=measured.measurement_id,
-                                measuring_s=measured.measuring_s, framework_version=framework_version,
-                                config_version=config_version, context_key=key, run_id=context.run.run_id)
-        context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", name, result.measurement.output_throughput,
+    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
+                 store: ResultStore, envs: ReleaseEnvironments) -> dg.Output[BaselineResult]:
+        target = catalog.target(context.partition_key)
+        workload_contract(target)  # bad input fails before a release env is built or a server starts
+        release = prepare_release(context.run.tags, context.partition_key, envs, store)
+        result = measure_baseline(context, target, host, bench, store, release)
+        context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
         return dg.Output(result, metadata=baseline_metadata(result))
 
     return baseline
-

@@ -17,6 +17,7 @@ from jobs import build_jobs
 from resources.bench_client import BenchmarkClient
 from resources.catalog import TargetCatalog
 from resources.gpu_host import LocalHost
+from resources.release_envs import ReleaseEnvironments
 from resources.store import ResultStore
 from sensors import build_sensors
 
@@ -31,7 +32,8 @@ def default_host() -> LocalHost:
     return LocalHost(check_foreign_processes=check_foreign_servers())
 
 
-def build_defs(folder: Path | None = None, host: LocalHost | None = None, store: ResultStore | None = None) -> dg.Definitions:
+def build_defs(folder: Path | None = None, host: LocalHost | None = None, store: ResultStore | None = None,
+               envs: ReleaseEnvironments | None = None) -> dg.Definitions:
     """The graph for a targets folder; tests pass their own folder, host and store."""
     folder = (folder or targets_dir()).resolve()
     partitions = target_partitions(folder)
@@ -49,7 +51,7 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         jobs=jobs,
         sensors=build_sensors(partitions, {job.name: job for job in jobs}),
         resources={"catalog": TargetCatalog(folder=str(folder)), "host": host,
-                   "bench": BenchmarkClient(), "store": store or ResultStore()},
+                   "bench": BenchmarkClient(), "store": store or ResultStore(), "envs": envs or ReleaseEnvironments()},
     )
 
 

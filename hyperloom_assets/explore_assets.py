@@ -124,7 +124,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
 
     def measure(keepers: list[Variant], variant: Variant) -> TrialMeasurement:
-        spec = stack_spec(target, [*keepers, variant])
+        spec = stack_spec(target, [*keepers, variant], baseline.spec)
         folder = step_dir(host, name, context.run.run_id, f"trial-{variant_fingerprint(variant)}-{int(time.time())}")
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="trial", spec=spec,

@@ -43,6 +43,7 @@ class ReportInputs(BaseModel):
     plots: list[str]
     environment: dict[str, str]
     warnings: list[str]
+    release_check: dict[str, Any] | None = None  # on a release run: the earlier stack on it
 
 
 def _headline(r: ReportInputs) -> list[str]:
@@ -76,6 +77,15 @@ def _stack(r: ReportInputs) -> list[str]:
     return lines + [""]
 
 
+def _release(r: ReportInputs) -> list[str]:
+    if r.release_check is None:
+        return []
+    check = r.release_check
+    verdict = "holds" if check["holds"] else "REGRESSION"
+    return ["## Release", "", f"Release run for `{check['release']}`: the stack validated before {verdict}. "
+            f"{check['summary']}.", ""]
+
+
 def _sweep(r: ReportInputs) -> list[str]:
     headers = ["config", "concurrency", "output tok/s", "TPOT p50 ms", "interactivity tok/s/user", "TTFT p50 ms"]
     rows = [(row["config"], row["concurrency"], f"{row['output_throughput']:,.1f}", f"{row['tpot_p50_ms']:.2f}",
@@ -94,7 +104,7 @@ def _commands(r: ReportInputs) -> list[str]:
 def render_markdown(r: ReportInputs) -> str:
     lines = _headline(r) + _roofline(r)
     lines += ["## Trials", "", trials_table(r.trials) if r.trials else "(no trials)", ""]
-    lines += _stack(r) + _sweep(r) + _commands(r)
+    lines += _stack(r) + _release(r) + _sweep(r) + _commands(r)
     lines += ["## Launch evidence", "", "```json", json.dumps(r.launch_evidence, indent=2, sort_keys=True), "```", ""]
     lines += ["## Environment", "", table(["what", "value"], sorted(r.environment.items())), ""]
     lines += ["## Warnings", ""] + ([f"- {w}" for w in r.warnings] or ["(none)"]) + [""]

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hyperloom_assets.measure_step import WorkloadContract
 from hyperloom_assets.measurement import Measurement
+from hyperloom_assets.release_run import ReleaseRun
 from hyperloom_assets.serving import LaunchRecord, ServerSpec
 
 
@@ -27,3 +28,4 @@ class BaselineResult(Strict):
     config_version: str
     context_key: str
     run_id: str
+    release: ReleaseRun | None = None  # set on a release-triggered run

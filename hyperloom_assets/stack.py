@@ -13,11 +13,15 @@ def composition(target: Target, keepers: list[Variant]) -> Composition:
     return compose(target.server_args, target.env, keepers, harness_flags_for(target.engine))
 
 
-def stack_spec(target: Target, keepers: list[Variant]) -> ServerSpec:
-    """What to launch for the operator's config with these keepers on top."""
+def stack_spec(target: Target, keepers: list[Variant], base: ServerSpec | None = None) -> ServerSpec:
+    """What to launch for the operator's config with these keepers on top.
+
+    `base` is the baseline's spec: the stack is served from the same interpreter (a
+    release's environment on a release run).
+    """
     stack = composition(target, keepers)
     return ServerSpec(engine=target.engine, model=target.model, server_args=stack.argv, env=stack.env,
-                      unset_env=stack.unset_env)
+                      unset_env=stack.unset_env, python=base.python if base else None)
 
 
 def final_command(target: Target, launched: list[str]) -> list[str]:

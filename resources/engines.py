@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -49,13 +50,23 @@ class EngineAdapter:
     warm_startup_timeout_s: float | None = None
     warm_cache_dirs: Callable[[Mapping[str, str]], list[Path]] = field(default=lambda env: [])
     serve_flags: tuple[str, ...] = ("--host", "127.0.0.1")
+    # (distribution, module): when the serving env has this distribution (a release env
+    # built for it), the engine starts from that module, with no subcommand.
+    release_entry: tuple[str, str] | None = None
+
+    def entry(self, python: Path) -> tuple[str, ...]:
+        """The module (and subcommand) to run under `python`."""
+        if self.release_entry is not None and Path(python) != Path(sys.executable):
+            found = self._probe(Path(python))
+            if found is not None and found[0] == self.release_entry[0]:
+                return (self.release_entry[1],)
+        return (self.module, *self.subcommand)
 
     def build_argv(self, python: Path, model: Path, port: int, server_args: list[str]) -> list[str]:
         return [
             str(python),
             "-m",
-            self.module,
-            *self.subcommand,
+            *self.entry(python),
             self.model_flag,
             str(model),
             self.port_flag,
@@ -172,7 +183,10 @@ SIM = EngineAdapter(
     subcommand=("sim-serve",),
     model_flag="--model",
     port_flag="--port",
-    distributions=("hyperloom-assets",),
+    # A release of the sim packaged on its own (`hyperloom-sim-engine`, see
+    # resources/framework_identity.py) wins over the project's copy in its env.
+    distributions=("hyperloom-sim-engine", "hyperloom-assets"),
+    release_entry=("hyperloom-sim-engine", "hyperloom_sim_engine"),
     default_startup_timeout_s=60.0,
     fatal_markers=(),
     # The sim prints vLLM's record by default and SGLang's with `--flavor sglang`.

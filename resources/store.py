@@ -63,6 +63,17 @@ BASELINE_ATTEMPTS = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+STACKS = sa.Table(
+    "stacks", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String, nullable=False, index=True),
+    sa.Column("context_key", sa.String, nullable=False),
+    sa.Column("run_id", sa.String),
+    sa.Column("keepers", sa.Text, nullable=False),  # JSON list of Variants, in joining order
+    sa.Column("result", sa.Text, nullable=False),  # JSON: argv, env, validated gain and interval
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 
 def default_store_url() -> str:
     home = Path(os.environ.get("DAGSTER_HOME") or ".cache").resolve()
@@ -130,6 +141,20 @@ class ResultStore(dg.ConfigurableResource):
         query = sa.select(BASELINE_ATTEMPTS).where(BASELINE_ATTEMPTS.c.target == target).order_by(BASELINE_ATTEMPTS.c.id)
         with self.engine().connect() as conn:
             return [dict(row._mapping) for row in conn.execute(query)]
+
+    def record_stack(self, *, target: str, context_key: str, keepers: list[dict], result: dict,
+                     run_id: str | None = None) -> None:
+        row = dict(target=target, context_key=context_key, run_id=run_id, keepers=json.dumps(keepers),
+                   result=json.dumps(result), created_at=_now())
+        with self.engine().begin() as conn:
+            conn.execute(STACKS.insert().values(**row))
+
+    def latest_stack(self, target: str) -> dict[str, Any] | None:
+        """The newest validated stack of a target, whatever its context (for release checks)."""
+        query = sa.select(STACKS).where(STACKS.c.target == target).order_by(STACKS.c.id.desc()).limit(1)
+        with self.engine().connect() as conn:
+            row = conn.execute(query).first()
+        return _decode(dict(row._mapping), ("keepers", "result")) if row else None
 
 
 def _decode(row: dict[str, Any], json_columns: tuple[str, ...]) -> dict[str, Any]:

@@ -33,13 +33,12 @@ from resources.gpu_host import LocalHost, pool_name
 from resources.package_index import PackageIndex, PackageIndexError, Releases
 from resources.release_ledger import ReleaseLedger
 from resources.store import ResultStore
-from sensors.target_change import TRIGGER_TAG, list_target_files, poll_seconds
+from hyperloom_assets.release_run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
+from sensors.target_change import list_target_files, poll_seconds
 
 SENSOR_NAME = "framework_release_sensor"
 POLL_SECONDS_ENV = "HYPERLOOM_RELEASE_POLL_SECONDS"
 DEFAULT_POLL_SECONDS = 2 * 60 * 60
-PACKAGE_TAG = "hyperloom/release_package"
-VERSION_TAG = "hyperloom/release_version"
 # Queued runs count too: they take the host as soon as it frees.
 BUSY_STATUSES = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                  dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]

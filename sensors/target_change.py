@@ -23,6 +23,7 @@ import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from hyperloom_assets.identity import server_config_version
+from hyperloom_assets.release_run import TRIGGER_TAG
 from hyperloom_assets.targets import parse_target, target_name
 from resources.catalog import TargetCatalog
 from resources.framework_identity import framework_identity
@@ -30,7 +31,6 @@ from resources.framework_identity import framework_identity
 SENSOR_NAME = "target_change_sensor"
 POLL_SECONDS_ENV = "HYPERLOOM_TARGET_POLL_SECONDS"
 DEFAULT_POLL_SECONDS = 60
-TRIGGER_TAG = "hyperloom/trigger"
 
 
 def poll_seconds(env_name: str, default: int) -> int:

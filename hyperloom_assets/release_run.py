@@ -1,0 +1,51 @@
+"""A release-triggered run: which release it serves and what the stack did before. Pure code.
+
+The release sensor tags the runs it asks for; the assets read the tags, serve from the
+release's own environment, and re-validate the previous stack on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+PACKAGE_TAG = "hyperloom/release_package"
+VERSION_TAG = "hyperloom/release_version"
+TRIGGER_TAG = "hyperloom/trigger"
+
+# A stack whose gain on the new release falls this far under its earlier gain (in
+# percentage points) is reported as a regression.
+REGRESSION_MARGIN_PCT = 1.0
+
+
+class ReleaseRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    package: str
+    version: str
+    python: Path
+    previous_stack: dict[str, Any] | None = None  # the store's latest stack before this run
+
+    @property
+    def identity(self) -> str:
+        """The engine identity of the ledger context: a release is a context of its own."""
+        return f"dist:{self.package}=={self.version}"
+
+
+def release_from_tags(tags: Mapping[str, str]) -> tuple[str, str] | None:
+    package, version = tags.get(PACKAGE_TAG), tags.get(VERSION_TAG)
+    return (package, version) if package and version else None
+
+
+def stack_verdict(previous_gain_pct: float, gain_pct: float, ci_low: float, ci_high: float) -> tuple[bool, str]:
+    """Does the earlier stack still hold on the new release? (holds, sentence with the numbers)."""
+    numbers = (f"{gain_pct:+.2f}% [{ci_low:+.2f}%, {ci_high:+.2f}%] on the new release, "
+               f"{previous_gain_pct:+.2f}% before")
+    if ci_high < 0:
+        return False, f"regression: the earlier stack is now slower than the baseline: {numbers}"
+    if gain_pct < previous_gain_pct - REGRESSION_MARGIN_PCT and ci_high < previous_gain_pct:
+        return False, f"regression: the earlier stack gains less than it did: {numbers}"
+    return True, f"the earlier stack still holds: {numbers}"
