@@ -1,0 +1,121 @@
+"""The daemon path for real: the sensor on, a commit to a sim target's tree launches a run
+that finishes; bounded in time, and nothing is left running afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import psutil
+import pytest
+import yaml
+
+from hyperloom_assets.instance_config import write_instance_config
+from tests.conftest import SIM_MODEL
+
+pytestmark = pytest.mark.cli
+
+DEADLINE_S = 300
+
+
+def git(tree: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(tree), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                   check=True, capture_output=True)
+
+
+def dagster(env: dict, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dagster", *args, "-m", "hyperloom_assets.definitions"],
+                          env=env, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """TERM the daemon's process group (code servers, run workers), then KILL what stays."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
+
+
+def group_alive(pgid: int) -> list[int]:
+    alive = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.info["pid"]) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc.info["pid"])
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return alive
+
+
+def runs(home: Path, env: dict) -> list:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        with dg.DagsterInstance.get() as instance:
+            return list(instance.get_runs())
+
+
+def wait_for(condition, what: str, deadline: float, log: Path):
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(2)
+    raise AssertionError(f"timed out waiting for {what}; daemon log tail:\n{log.read_text()[-4000:]}")
+
+
+def test_a_commit_to_a_target_tree_launches_a_run_that_finishes(tmp_path) -> None:
+    home, targets, tree = tmp_path / "home", tmp_path / "targets", tmp_path / "engine-src"
+    write_instance_config(home)
+    tree.mkdir()
+    git(tree, "init", "-q")
+    (tree / "engine.py").write_text("version = 1\n")
+    git(tree, "add", ".")
+    git(tree, "commit", "-qm", "first")
+    targets.mkdir()
+    (targets / "sim-tree.yaml").write_text(yaml.safe_dump({
+        "engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tree),
+        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4"],
+        "workload": {"kind": "random", "isl": 128, "osl": 32, "concurrency": 4, "num_prompts": 16},
+        "repeats": 1, "max_trials": 1, "sweep_concurrencies": [4]}))
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets),
+           "HYPERLOOM_TARGET_POLL_SECONDS": "2"}
+    started = dagster(env, "sensor", "start", "target_change_sensor")
+    assert started.returncode == 0, started.stderr[-2000:]
+
+    log = tmp_path / "daemon.log"
+    with log.open("w") as out:
+        daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run",
+                                   "-m", "hyperloom_assets.definitions"],
+                                  env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        # The first tick sees the target for the first time: it records the key, no run.
+        wait_for(lambda: "Sensor target_change_sensor skipped" in log.read_text(), "the first sensor tick", deadline, log)
+        time.sleep(6)
+        assert runs(home, env) == [], "first sight of a target asks for no run"
+        (tree / "engine.py").write_text("version = 2\n")
+        git(tree, "commit", "-qam", "second")
+        run = wait_for(lambda: next(iter(runs(home, env)), None), "a run after the commit", deadline, log)
+        assert run.job_name == "optimize_job"
+        assert run.tags.get("dagster/partition") == "sim-tree"
+        finished = wait_for(lambda: [r for r in runs(home, env) if r.is_finished], "the run to finish", deadline, log)
+        assert finished[0].status == dg.DagsterRunStatus.SUCCESS, log.read_text()[-4000:]
+        assert len(runs(home, env)) == 1, "one commit, one run"
+    finally:
+        stop_group(daemon)
+    # Grandchildren reparented to init need a moment to be reaped after the KILL.
+    settle = time.monotonic() + 15
+    while group_alive(daemon.pid) and time.monotonic() < settle:
+        time.sleep(0.5)
+    assert group_alive(daemon.pid) == [], "nothing the daemon started outlives the test"
