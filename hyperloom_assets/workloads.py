@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
@@ -156,6 +157,15 @@ def warmup_plan(workload: Workload, vocab_size: int, count: int) -> Plan:
         taken.append(session[:count])
         count -= len(taken[-1])
     return taken
+
+
+def measurement_signature(workload: Workload, plan: Plan, warmups: int, vocab_size: int) -> dict[str, Any]:
+    """What makes two measurements comparable: the workload, resolved, with the trace's hash."""
+    signature = workload.model_dump(mode="json")
+    signature.update(num_prompts=sum(len(s) for s in plan), warmups=warmups, vocab_size=vocab_size)
+    if workload.trace is not None:
+        signature["trace_sha1"] = hashlib.sha1(workload.trace.read_bytes()).hexdigest()
+    return signature
 
 
 def theoretical_prefix_hit_pct(plan: list[list[PlannedRequest]]) -> float:

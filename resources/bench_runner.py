@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import json
 import random
 import time
@@ -24,7 +23,7 @@ from hyperloom_assets.model_shape import load_shape
 from hyperloom_assets.targets import Workload
 from hyperloom_assets.workloads import (
     FIRST_ORDINARY_TOKEN, Plan, PlannedRequest, default_warmups, max_context_tokens,
-    round_plan, round_seed, theoretical_prefix_hit_pct, warmup_plan,
+    measurement_signature, round_plan, round_seed, theoretical_prefix_hit_pct, warmup_plan,
 )
 from resources.bench_monitor import ClientLoad, LoadMonitor
 from resources.bench_stream import DEFAULT_SOCK_READ_TIMEOUT_S, completions_url, open_session, send_request
@@ -96,15 +95,6 @@ async def run_round(session: aiohttp.ClientSession, url: str, model: str, plan: 
     return records, duration, load
 
 
-def workload_signature(workload: Workload, plan: Plan, warmups: int, vocab_size: int) -> dict[str, Any]:
-    """What makes two measurements comparable: the workload, resolved, with the trace's hash."""
-    signature = workload.model_dump(mode="json")
-    signature.update(num_prompts=sum(len(s) for s in plan), warmups=warmups, vocab_size=vocab_size)
-    if workload.trace is not None:
-        signature["trace_sha1"] = hashlib.sha1(workload.trace.read_bytes()).hexdigest()
-    return signature
-
-
 def _write_records(records_dir: Path | None, name: str, records: list[RequestRecord]) -> None:
     if records_dir is None:
         return
@@ -149,7 +139,7 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     if records_dir is not None:
         (records_dir / "client-load.json").write_text(json.dumps([load.model_dump() for load in loads], indent=1))
     return summarize(
-        rounds, seed=workload.seed, workload=workload_signature(workload, plans[0], warm_count, vocab_size),
+        rounds, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab_size),
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         client_saturated=any(load.saturated for load in loads), source="hyperloom",
     )

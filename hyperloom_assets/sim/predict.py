@@ -10,7 +10,6 @@ request's record is in simulated seconds; the metrics are hyperloom_assets/metri
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import random
 from collections import deque
@@ -26,7 +25,8 @@ from hyperloom_assets.sim.engine_args import engine_parser, resolve_config, spli
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 from hyperloom_assets.targets import Workload
 from hyperloom_assets.workloads import (
-    Plan, PlannedRequest, default_warmups, round_plan, round_seed, theoretical_prefix_hit_pct, warmup_plan,
+    Plan, PlannedRequest, default_warmups, measurement_signature, round_plan, round_seed,
+    theoretical_prefix_hit_pct, warmup_plan,
 )
 
 
@@ -144,14 +144,6 @@ def parse_engine_args(model_dir: Path, engine_args: list[str], flavor: str) -> A
     return args
 
 
-def _signature(workload: Workload, plan: Plan, warmups: int, vocab: int) -> dict[str, Any]:
-    signature = workload.model_dump(mode="json")
-    signature.update(num_prompts=sum(len(s) for s in plan), warmups=warmups, vocab_size=vocab)
-    if workload.trace is not None:
-        signature["trace_sha1"] = hashlib.sha1(workload.trace.read_bytes()).hexdigest()
-    return signature
-
-
 def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: Workload,
             num_prompts: int | None = None, flavor: str = "vllm", tp: int = 1, seed: int = 0,
             noise_pct: float = 0.0, repeats: int = 1, warmups: int | None = None) -> Measurement:
@@ -178,7 +170,7 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
                                            round_seed(workload.seed, f"arrivals-{index}"))
         rounds.append(repeat_metrics(records, duration, slo))
     return summarize(
-        rounds, seed=workload.seed, workload=_signature(workload, plans[0], warm_count, vocab),
+        rounds, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab),
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         source="sim-predict",
     )
