@@ -64,11 +64,16 @@ class EchoServer:
         if args.ttft_ms:
             await asyncio.sleep(factor * args.ttft_ms / 1000)
         middle, last = _chunk(request_id, "a", None), _chunk(request_id, "a", "length")
+        held_middle, held_last = _chunk(request_id, "", None), _chunk(request_id, "", "length")
         pending = b""
         for index in range(produced):
             if index and args.token_delay_ms:
                 await asyncio.sleep(factor * args.token_delay_ms / 1000)
-            pending += last if index == produced - 1 else middle
+            held = args.held_back_every and index % args.held_back_every == 0
+            if index == produced - 1:
+                pending += held_last if held else last
+            else:
+                pending += held_middle if held else middle
             # --burst N writes N events at once: the server's cost per event drops far
             # below the client's, so a capacity benchmark measures the client.
             if index == produced - 1 or (index + 1) % args.burst == 0:
@@ -108,6 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--short-by", type=int, default=0, help="stream this many tokens fewer than asked")
     parser.add_argument("--prompt-skew", type=int, default=0, help="misreport prompt_tokens by this many")
     parser.add_argument("--burst", type=int, default=1, help="write this many events per socket write")
+    parser.add_argument("--held-back-every", type=int, default=0,
+                        help="stream every Nth token (the first included) with empty text, as vLLM does "
+                             "while its detokenizer holds back a partial UTF-8 character; 1 empties them all")
     parser.add_argument("--noise-pct", type=float, default=0.0, help="per-request speed noise (stdev, percent)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-usage", action="store_true", help="ignore stream_options.include_usage")

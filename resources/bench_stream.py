@@ -61,10 +61,11 @@ class _StreamState:
         usage = chunk.get("usage")
         if usage:
             self.usage = usage
-        choices = chunk.get("choices")
-        # Chunks with empty text (a usage-only tail, a held-back partial character)
-        # carry no token the user sees, so they neither start TTFT nor add an ITL gap.
-        if choices and choices[0].get("text"):
+        # Every chunk with a choice is a token the server streamed, even when its text
+        # is empty: vLLM's detokenizer holds back a partial UTF-8 character and sends "",
+        # and `vllm bench serve` times such a chunk like any other (TTFT, ITL, e2el). Only
+        # the usage-only tail (`choices: []`) carries no token.
+        if chunk.get("choices"):
             now = time.perf_counter()
             if self.first == 0.0:
                 self.first = now

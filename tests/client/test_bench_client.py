@@ -54,6 +54,21 @@ def test_timings_include_the_server_delays(echo_server, tmp_path):
     assert record.e2el_s == pytest.approx(record.ttft_s + sum(record.itl_s), abs=1e-6)
 
 
+def test_empty_text_chunks_are_tokens_as_vllm_bench_serve_counts_them(echo_server, tmp_path):
+    # vLLM streams "" while its detokenizer holds back a partial UTF-8 character (common
+    # on a random-weight byte-level model); its own client times such chunks like any other.
+    workload = Workload(kind="random", isl=8, osl=6, concurrency=2, num_prompts=4)
+    url = echo_server("--ttft-ms", "60", "--token-delay-ms", "40", "--held-back-every", "3")
+    m = measure(url, "echo", workload, vocab_size=100, warmups=0, records_dir=tmp_path)
+    record = _records(tmp_path / "requests-repeat-1.jsonl")[0]
+    # The first chunk (empty) starts TTFT; skipping it would add a 40 ms gap to TTFT.
+    assert 0.06 <= record.ttft_s < 0.095 and len(record.itl_s) == 5
+    assert m.repeats[0].total_output_tokens == 4 * 6
+    # A request whose every chunk is held back still streamed all its tokens.
+    m = measure(echo_server("--held-back-every", "1"), "echo", workload, vocab_size=100, warmups=0)
+    assert (m.completed, m.repeats[0].failed, m.repeats[0].total_output_tokens) == (4, 0, 24)
+
+
 def test_concurrency_limit_is_respected_and_reached(echo_server, tmp_path):
     url = echo_server("--token-delay-ms", "5")
     workload = Workload(kind="random", isl=8, osl=10, concurrency=3, num_prompts=12)
