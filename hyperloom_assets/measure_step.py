@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hyperloom_assets.measurement import Measurement
 from hyperloom_assets.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
 from hyperloom_assets.targets import Workload
 from hyperloom_assets.workloads import default_num_prompts, default_warmups
 
@@ -42,6 +43,13 @@ class MeasuredConfig(BaseModel):
     launch: LaunchRecord
     measurement_id: int
     measuring_s: float  # from readiness to the end of the last repeat
+
+
+def in_engine_time(spec: ServerSpec, measurement: Measurement) -> Measurement:
+    """A sim's numbers in its simulated GPU's time; real engines' as measured."""
+    if spec.engine != "sim":
+        return measurement
+    return to_simulated_time(measurement, time_scale_of(spec.server_args))
 
 
 def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str, spec: ServerSpec,
@@ -69,6 +77,7 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
                 num_prompts=num_prompts or contract.num_prompts, records_dir=run_dir,
                 max_model_len=contract.max_model_len,
             )
+            measurement = in_engine_time(spec, measurement)
             measuring_s = time.monotonic() - ready_at
     except ServerError as exc:
         store.record_measurement(argv=exc.argv or (launch.argv if launch else []), env=spec.env,
@@ -98,6 +107,7 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
                                         repeats=1, warmups=default_warmups(rung), num_prompts=num_prompts,
                                         records_dir=run_dir / f"c{rung}",
                                         max_model_len=contract.max_model_len)
+            measurement = in_engine_time(spec, measurement)
             store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
                                      measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
                                      log_path=str(launch.log_path), context_key=context_key, run_id=run_id)

@@ -50,6 +50,9 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
     assert baseline["launch_evidence"]["max_num_seqs"] == 4
     assert "--max-num-seqs 4" in baseline["argv"]
 
+    roofline = materialization(instance, "roofline", "sim-capped")
+    assert 0 < roofline["achieved_pct"] < 100, "the sim's numbers are in simulated GPU time, under its ceiling"
+
     trials = materialization(instance, "trials", "sim-capped")
     assert trials["kept"] >= 1
     assert 1 <= trials["trials_run"] <= 4
