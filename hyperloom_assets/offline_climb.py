@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hyperloom_assets.climb import Budget, ClimbResult, MeasureFn, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb
 from hyperloom_assets.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 from hyperloom_assets.gpus import gpu_spec
 from hyperloom_assets.measure_step import WorkloadContract
@@ -26,7 +26,7 @@ from hyperloom_assets.model_shape import load_shape
 from hyperloom_assets.plan_evidence import plan_evidence, plan_for_target
 from hyperloom_assets.planner import PlanEvidence
 from hyperloom_assets.results import BaselineResult
-from hyperloom_assets.roofline import achieved, gpu_hardware, kv_cache_dtype_from_args, workload_roofline
+from hyperloom_assets.roofline import Roofline, achieved, gpu_hardware, kv_cache_dtype_from_args, workload_roofline
 from hyperloom_assets.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.launch_record import launch_record
@@ -118,7 +118,7 @@ def sim_baseline(scenario: SimScenario, seed: int) -> BaselineResult:
                           framework_version="sim", config_version="offline", context_key=scenario.name, run_id="offline")
 
 
-def sim_roofline(scenario: SimScenario, baseline: BaselineResult):
+def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> tuple[Roofline, dict]:
     """The roofline asset's computation for a sim target: the table's GPU times --tp."""
     shape = load_shape(scenario.model)
     workload = scenario.workload

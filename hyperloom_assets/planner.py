@@ -16,7 +16,8 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from hyperloom_assets.fingerprints import trial_fingerprint
-from hyperloom_assets.seed_grids import GridEntry, SeedGrid, When, grid_engine, harness_flags_for, load_grids
+from hyperloom_assets.seed_grids import (GridEntry, SeedGrid, When, engine_flags_for, grid_engine, harness_flags_for,
+                                         load_grids)
 from hyperloom_assets.targets import Workload
 from hyperloom_assets.variants import (EffectiveConfig, Variant, apply_variant, canonical_flag, compose,
                                        effective_settings, setting_key, split_args)
@@ -301,10 +302,11 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     `keepers` are the stack the base already holds (empty for the first plan); the
     operator's own args and env default to the base's. Dedup is by trial_fingerprint
     (the stack's change plus the variant's), against `tried_fingerprints` and among
-    the plan itself. `accepted_flags`, when given, drops variants adding other flags
-    (a sim that knows only some of its flavor's flags).
+    the plan itself. `accepted_flags` drops variants adding other flags; for a sim it
+    defaults to the flags its flavor's parser knows (the sim takes only some of them).
     """
     grid = (grids or load_grids())[grid_engine(engine, flavor)]
+    accepted_flags = engine_flags_for(engine, flavor) if accepted_flags is None else accepted_flags
     keepers = list(keepers or [])
     operator_args = list(base_args if operator_args is None else operator_args)
     operator_env = dict(base_env if operator_env is None else operator_env)

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from hyperloom_assets.sim import harness_flags
+from hyperloom_assets.sim.engine_args import engine_parser
 from hyperloom_assets.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
 
 GRIDS_DIR = Path(__file__).parent / "grids"
@@ -201,3 +202,16 @@ def grid_engine(engine: str, flavor: str | None) -> str:
 def harness_flags_for(engine: str) -> frozenset[str]:
     """Flags that are the harness's, not the engine's, for a target's engine."""
     return SIM_HARNESS_FLAGS | LAUNCHER_FLAGS if engine == "sim" else LAUNCHER_FLAGS
+
+
+def engine_flags_for(engine: str, flavor: str | None) -> frozenset[str] | None:
+    """The flags an engine is known to accept, where the project knows them: the sim's parser.
+
+    The sim implements a subset of its flavor's flags and rejects the rest with argparse's
+    `unrecognized arguments`, so a grid value it cannot take would only fail its launch.
+    None for real engines: their grids are checked against their own sources.
+    """
+    if engine != "sim":
+        return None
+    parser = engine_parser(flavor or "vllm", "sim")
+    return frozenset(o for action in parser._actions for o in action.option_strings if o.startswith("--") and o != "--help")

@@ -6,7 +6,7 @@ import pytest
 
 from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
 from hyperloom_assets.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
-from hyperloom_assets.seed_grids import SIM_HARNESS_FLAGS, load_grids
+from hyperloom_assets.seed_grids import SIM_HARNESS_FLAGS, engine_flags_for, load_grids
 from hyperloom_assets.targets import Workload
 from hyperloom_assets.variants import Variant, apply_variant, setting_key, split_args
 
@@ -188,3 +188,26 @@ def test_a_grid_entry_on_a_harness_flag_is_dropped_for_the_sim_only():
     assert "seed=1" not in by_name(for_sim)
     for_vllm = plan("vllm", None, [], {}, RANDOM_16, PlanEvidence(), set(), grids=grids)
     assert "seed=1" in by_name(for_vllm)  # --seed is vLLM's own flag when vLLM serves
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "sglang"])
+def test_a_sim_is_only_offered_the_flags_its_flavor_parser_knows(flavor):
+    # The grids offer --stream-interval, which the sim does not implement: planning it
+    # would only spend a launch on `unrecognized arguments`, again after every keeper.
+    known = {setting_key(f) for f in engine_flags_for("sim", flavor)}
+    base = ["--gpu", "H100", "--flavor", flavor]
+    for_sim = plan("sim", flavor, base, {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS)
+    added = {setting_key(s.flag) for v in for_sim for s in split_args(v.add_args) if s.flag}
+    assert added and added <= known
+    assert not any(v.name.startswith("stream-interval") for v in for_sim)
+    # The real engine keeps the grid's full list.
+    assert any(v.name.startswith("stream-interval") for v in plan(flavor, None, [], {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS))
+
+
+def test_the_gpu_token_budget_default_is_not_assumed():
+    # vLLM's GPU budget default is 2048 or 8192 by the card's memory (the sim's is 8192), so
+    # on a GPU the 2048 step is a real change; the CPU backend's 2048 is a known default.
+    gpu = by_name(plan("vllm", None, ["--max-num-seqs", "16"], {}, RANDOM_16, PlanEvidence(host="gpu"), set(), grids=GRIDS))
+    assert "max-num-batched-tokens=2048" in gpu
+    cpu = by_name(plan("vllm", None, ["--max-num-seqs", "16"], {}, RANDOM_16, CPU, set(), grids=GRIDS))
+    assert "max-num-batched-tokens=2048" not in cpu and "max-num-batched-tokens=4096" in cpu

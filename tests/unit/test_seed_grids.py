@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperloom_assets.seed_grids import (GRIDS_DIR, SIM_HARNESS_FLAGS, GridError, Ladder, flavor_of, grid_engine,
-                                         harness_flags_for, load_grid_file, load_grids)
+from hyperloom_assets.seed_grids import (GRIDS_DIR, SIM_HARNESS_FLAGS, GridError, Ladder, engine_flags_for, flavor_of,
+                                         grid_engine, harness_flags_for, load_grid_file, load_grids)
 from hyperloom_assets.variants import setting_key
 
 
@@ -126,3 +126,12 @@ def test_vllm_grid_flags_exist_in_the_installed_vllm_parser():
         flags |= {entry.flag} if entry.flag else {a for a in entry.add_args if a.startswith("--")}
     for flag in {f for f in flags if f and f.startswith("--") and not f.startswith("--no-")}:
         assert f'"{flag}"' in parser_source, flag
+
+
+def test_engine_flags_are_known_for_the_sim_only():
+    vllm_sim = engine_flags_for("sim", "vllm")
+    assert {"--max-num-seqs", "--max-num-batched-tokens", "--no-enable-prefix-caching", "--enforce-eager"} <= vllm_sim
+    assert "--stream-interval" not in vllm_sim and "--max-running-requests" not in vllm_sim
+    assert "--max-running-requests" in engine_flags_for("sim", "sglang")
+    assert engine_flags_for("sim", None) == vllm_sim  # a sim speaks vLLM unless told otherwise
+    assert engine_flags_for("vllm", None) is None and engine_flags_for("sglang", None) is None
