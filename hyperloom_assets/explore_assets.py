@@ -12,7 +12,7 @@ from dagster import AssetExecutionContext
 from pydantic import BaseModel, ConfigDict
 
 from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb, gain_pct
-from hyperloom_assets.fingerprints import variant_fingerprint
+from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
 from hyperloom_assets.measure_step import run_measurement
 from hyperloom_assets.model_shape import load_shape
 from hyperloom_assets.plan_evidence import plan_for_target
@@ -125,11 +125,12 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     def measure(keepers: list[Variant], variant: Variant) -> TrialMeasurement:
         spec = stack_spec(target, [*keepers, variant], baseline.spec)
-        folder = step_dir(host, name, context.run.run_id, f"trial-{variant_fingerprint(variant)}-{int(time.time())}")
+        fingerprint = trial_fingerprint(keepers, variant)
+        folder = step_dir(host, name, context.run.run_id, f"trial-{fingerprint}-{int(time.time())}")
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="trial", spec=spec,
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
-                                       context_key=key, fingerprint=variant_fingerprint(variant))
+                                       context_key=key, fingerprint=fingerprint)
         except ServerError as exc:
             return TrialMeasurement(error_class=exc.error_class, error=str(exc), argv=exc.argv, env=spec.env)
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,

@@ -74,6 +74,13 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
     assert len(data["sweep_rows"]) == 4
     assert (path.parent / "throughput_vs_concurrency.png").stat().st_size > 1000
 
+    stored_baseline = store.measurements("sim-capped", "baseline")[0]["measurement"]["output_throughput"]
+    assert data["baseline"]["output_throughput"] == pytest.approx(stored_baseline), "the report's numbers are the store's"
+    assert f"{stored_baseline:,.1f}" in text
+    trial_rows = {row["fingerprint"]: row for row in store.trials(store.measurements("sim-capped", "baseline")[0]["context_key"])}
+    assert {t["fingerprint"] for t in data["trials"]} == set(trial_rows)
+    assert all(row["fingerprint"] in text for row in trial_rows.values())
+
     stored = store.measurements("sim-capped")
     kinds = [row["kind"] for row in stored]
     assert kinds.count("baseline") == 1 and kinds.count("validation") == 4

@@ -1,0 +1,48 @@
+"""The climb's wiring against real sim servers: a crashing candidate is FAILED with its
+error class and the next candidate runs; an A/A candidate is not kept."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import dagster as dg
+import yaml
+
+from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.explore_assets import run_climb
+from hyperloom_assets.variants import Variant
+from resources.bench_client import BenchmarkClient
+from resources.catalog import TargetCatalog
+from tests.conftest import SIM_MODEL
+
+
+def variant(name: str, *args: str) -> Variant:
+    return Variant(name=name, add_args=list(args), provenance="seed_grid", reason="test")
+
+
+def test_a_crash_is_failed_the_next_runs_and_a_a_is_not_kept(tmp_path, host, store) -> None:
+    folder = tmp_path / "targets"
+    folder.mkdir()
+    (folder / "sim.yaml").write_text(yaml.safe_dump({
+        "engine": "sim", "model": str(SIM_MODEL),
+        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"],
+        "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
+        "repeats": 3, "max_trials": 3, "target_gain_pct": 1000}))
+    defs = build_defs(folder, host=host, store=store)
+    with dg.instance_for_test() as instance:
+        done = defs.resolve_job_def("baseline_job").execute_in_process(partition_key="sim", instance=instance)
+        baseline, roofline = done.asset_value("baseline"), done.asset_value("roofline")
+    events: list = []
+    context = SimpleNamespace(partition_key="sim", run=SimpleNamespace(run_id="climb-test"),
+                              log=logging.getLogger("climb-test"), log_event=events.append)
+    plan = [variant("crash", "--bogus-knob", "1"), variant("same", "--max-num-seqs", "4", "--block-size", "16"),
+            variant("cap", "--max-num-seqs", "16")]
+    target = TargetCatalog(folder=str(folder)).target("sim")
+    result = run_climb(context, target, host, BenchmarkClient(), store, baseline, roofline, plan)
+    trials = result.climb.trials
+    assert [(t.name, t.outcome) for t in trials] == [("crash", "FAILED"), ("same", "REVERT"), ("cap", "KEEP")]
+    assert trials[0].error_class == "argv_invalid"
+    assert [k.name for k in result.climb.keepers] == ["cap"]
+    assert len(events) == 3, "each trial is an event of its own"
+    assert [row["outcome"] for row in store.trials(baseline.context_key)] == ["FAILED", "REVERT", "KEEP"]
