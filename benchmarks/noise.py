@@ -2,7 +2,9 @@
 
 Each pair measures the same configuration twice, each time on a freshly launched server
 with its own noise seed (3 repeats after a warm-up, as a trial would), then asks
-hyperloom_assets.decisions whether the second beats the first. Every KEEP is false.
+hyperloom_assets.decisions whether the second beats the first; a NEEDS_REVIEW is measured
+again on a fresh server and pooled, at most 3 launches in all, exactly as the climb
+does. Every KEEP is false.
 Target: false KEEP at most 5%.
 
 Server: the sim engine with noise (`hyperloom sim-serve ... --noise-pct`) when it is
@@ -68,13 +70,20 @@ def main() -> int:
     pairs = []
     with tempfile.TemporaryDirectory() as scratch:
         for index in range(args.pairs):
-            first = one_measurement(args.engine, 2 * index + 1, workload, args, Path(scratch))
-            second = one_measurement(args.engine, 2 * index + 2, workload, args, Path(scratch))
-            decision = decide_trial(second, first)
+            first = one_measurement(args.engine, 10 * index + 1, workload, args, Path(scratch))
+            second = one_measurement(args.engine, 10 * index + 2, workload, args, Path(scratch))
+            launches = 1
+            decision = decide_trial(second, first, measurements=launches)
+            # As the climb does: NEEDS_REVIEW is measured again on a fresh server, pooled.
+            while decision.outcome == Outcome.NEEDS_REVIEW:
+                launches += 1
+                second += one_measurement(args.engine, 10 * index + 1 + launches, workload, args, Path(scratch))
+                decision = decide_trial(second, first, measurements=launches)
             outcomes[decision.outcome.value] += 1
-            pairs.append({"a1": first, "a2": second, "decision": decision.model_dump(mode="json")})
+            pairs.append({"a1": first, "a2": second, "launches": launches, "decision": decision.model_dump(mode="json")})
             print(f"pair {index + 1:>3}: gain {decision.gain_pct:+6.2f}% "
-                  f"[{decision.ci_low_pct:+6.2f}, {decision.ci_high_pct:+6.2f}]  {decision.outcome.value}")
+                  f"[{decision.ci_low_pct:+6.2f}, {decision.ci_high_pct:+6.2f}]  {decision.outcome.value} "
+                  f"after {launches} launch(es)")
     false_keep = outcomes[Outcome.KEEP.value] / args.pairs
     print(f"\n{'outcome':<14} {'count':>6}")
     for outcome in Outcome:
