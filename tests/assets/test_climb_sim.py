@@ -38,7 +38,7 @@ def test_a_crash_is_failed_the_next_runs_a_worse_one_reverts(tmp_path, host, sto
     events: list = []
     context = SimpleNamespace(partition_key="sim", run=SimpleNamespace(run_id="climb-test"),
                               log=logging.getLogger("climb-test"), log_event=events.append)
-    plan = [variant("crash", "--bogus-knob", "1"), variant("worse", "--max-num-seqs", "1"),
+    plan = [variant("crash", "--bogus-knob", "1"), variant("worse", "--max-num-seqs", "3"),
             variant("cap", "--max-num-seqs", "16")]
     target = TargetCatalog(folder=str(folder)).target("sim")
     result = run_climb(context, target, host, BenchmarkClient(), store, baseline, roofline, plan)
