@@ -113,14 +113,21 @@ def print_table(measurement: Measurement, out: Path) -> None:
     print(f"wrote {out}")
 
 
-def bench_main(argv: list[str]) -> int:
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace | None, int]:
+    """(args, 0), or (None, exit code) after argparse answered (--help, or an error printed)."""
     try:
-        args = bench_parser().parse_args(argv)
+        return parser.parse_args(argv), 0
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
-            return INPUT_ERROR
-        return int(exc.code or 0)
+            return None, INPUT_ERROR
+        return None, int(exc.code or 0)
+
+
+def bench_main(argv: list[str]) -> int:
+    args, code = _parsed(bench_parser(), argv)
+    if args is None:
+        return code
     # Imported here so `--help` and flag errors answer without loading aiohttp.
     from resources.bench_runner import BenchInputError, BenchRunError, measure
     try:
@@ -155,13 +162,9 @@ def trace_main(argv: list[str]) -> int:
     p.add_argument("--think-ms", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as exc:
-        if isinstance(exc.code, str):
-            print(exc.code, file=sys.stderr)
-            return INPUT_ERROR
-        return int(exc.code or 0)
+    args, code = _parsed(p, argv)
+    if args is None:
+        return code
     try:
         counts = {"--sessions": args.sessions, "--turns": args.turns, "--first-user-tokens": args.first_user_tokens,
                   "--user-tokens": args.user_tokens, "--output-tokens": args.output_tokens}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,18 @@ def host(tmp_path) -> LocalHost:
 @pytest.fixture
 def store(tmp_path) -> ResultStore:
     return ResultStore(url=f"sqlite:///{tmp_path / 'results.db'}")
+
+
+def wait_healthy(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 30.0) -> None:
+    """Until a server started by a test answers /health; its log in the error otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"server not ready within {timeout_s} s:\n{log.read_text()}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from resources.release_envs import MARKER, EnvironmentUnavailable, ReleaseEnvironments
-from tests.conftest import SIM_MODEL
+from tests.conftest import SIM_MODEL, wait_healthy
 from tests.sensors.conftest import defs_with_sensors, write_target
 from tests.sensors.sim_wheel import DISTRIBUTION, MODULE, build_sim_wheel
 from tests.sensors.test_release_sensor import seen_then_released
@@ -25,20 +25,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_healthy(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"server not ready within {timeout_s} s:\n{log.read_text()}")
 
 
 @pytest.fixture

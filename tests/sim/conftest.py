@@ -7,12 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_8B = REPO / "models" / "llama-3-8b"
@@ -36,20 +36,6 @@ def _stop(process: subprocess.Popen) -> None:
             pass
 
 
-def _wait_ready(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"sim-serve exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"sim-serve not ready within {timeout_s}s:\n{log.read_text()}")
-
-
 @pytest.fixture
 def sim_server(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path]]]:
     """Start `hyperloom sim-serve MODEL --port P ARGS...`; returns (base_url, log path)."""
@@ -63,7 +49,7 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path]]]:
         with log.open("w") as handle:
             process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
         processes.append(process)
-        _wait_ready(process, port, log)
+        wait_healthy(process, port, log, timeout_s=20.0)
         return f"http://127.0.0.1:{port}", log
 
     try:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from hyperloom_assets.gpus import gpu_spec
-from hyperloom_assets.model_shape import load_shape
 from hyperloom_assets.sim.build import build_engine
 from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.perf_model import SimConfigError

@@ -1,7 +1,6 @@
 """Launch, teardown and the orphan reaper on real process groups."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
