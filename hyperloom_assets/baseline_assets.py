@@ -18,6 +18,7 @@ from hyperloom_assets.results import BaselineResult
 from hyperloom_assets.run_folders import step_dir
 from hyperloom_assets.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.targets import Target
+from hyperloom_assets.variants import parse_args
 from hyperloom_assets.workloads import TraceError, build_plan, default_num_prompts, default_warmups, max_context_tokens
 from resources.bench_client import BenchmarkClient
 from resources.catalog import TargetCatalog
@@ -40,10 +41,11 @@ MAX_LEN_FLAGS = ("--max-model-len", "--context-length")
 def max_model_len(target: Target) -> int:
     """The server's context limit: the operator's cap when given, else the model's."""
     limit = load_shape(target.model).max_position_embeddings
-    args = target.server_args
-    for index, token in enumerate(args[:-1]):
-        if token in MAX_LEN_FLAGS and args[index + 1].isdigit():
-            limit = min(limit, int(args[index + 1]))
+    args = parse_args(target.server_args)
+    for flag in MAX_LEN_FLAGS:
+        value = args.get(flag)
+        if value is not None and value.isdigit():
+            limit = min(limit, int(value))
     return limit
 
 
@@ -120,9 +122,9 @@ def prepare_release(tags, name: str, envs: ReleaseEnvironments, store: ResultSto
     return ReleaseRun(package=package, version=version, python=python, previous_stack=store.latest_stack(name))
 
 
-def measure_baseline(context, target: Target, host, bench, store: ResultStore, release: ReleaseRun | None) -> BaselineResult:
+def measure_baseline(context, target: Target, contract: WorkloadContract, host, bench, store: ResultStore,
+                     release: ReleaseRun | None) -> BaselineResult:
     name, run_id = context.partition_key, context.run.run_id
-    contract = workload_contract(target)
     framework_version = release.identity if release else framework_identity(target.engine, target.framework_tree)
     config_version = server_config_version(target)
     attempt = f"{config_version}/{framework_version}"
@@ -158,9 +160,9 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
     def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
                  store: ResultStore, envs: ReleaseEnvironments) -> dg.Output[BaselineResult]:
         target = catalog.target(context.partition_key)
-        workload_contract(target)  # bad input fails before a release env is built or a server starts
+        contract = workload_contract(target)  # bad input fails before a release env or a server
         release = prepare_release(context.run.tags, context.partition_key, envs, store)
-        result = measure_baseline(context, target, host, bench, store, release)
+        result = measure_baseline(context, target, contract, host, bench, store, release)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
         return dg.Output(result, metadata=baseline_metadata(result))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from hyperloom_assets.decisions import Decision, Outcome, decide_stack, decide_trial, failed, is_overtime, killed_overtime
-from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
+from hyperloom_assets.fingerprints import trial_fingerprint
 from hyperloom_assets.variants import Variant
 
 
@@ -136,7 +136,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
     best = list(baseline)
     trials: list[TrialRecord] = []
     seen: set[str] = set()
-    candidates = plan(keepers, {variant_fingerprint(v) for v in keepers})
+    candidates = plan(keepers, set())
     while True:
         reason = _stop_reason(trials, best, baseline, budget)
         if reason:

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from hyperloom_assets.seed_grids import flavor_of
+
 PREFIX_CACHE_OFF = "agentx_baseline_prefix_cache_off"
 ARGV_ERROR_MARKERS = ("unrecognized arguments", "invalid choice")
 MAX_CONSECUTIVE_BASELINE_FAILURES = 3
@@ -26,24 +28,12 @@ class Refusal(BaseModel):
         return f"{self.code}: the {self.engine} baseline was served with its prefix cache off ({self.evidence})"
 
 
-def launch_flavor(engine: str, server_args: list[str]) -> str:
-    """Whose launch record to read: the sim prints vLLM's or, with --flavor sglang, SGLang's."""
-    if engine != "sim":
-        return engine
-    for index, token in enumerate(server_args):
-        if token == "--flavor" and index + 1 < len(server_args):
-            return server_args[index + 1]
-        if token.startswith("--flavor="):
-            return token.split("=", 1)[1]
-    return "vllm"
-
-
 def prefix_cache_refusal(engine: str, server_args: list[str], evidence: dict[str, Any] | None,
                          workload_kind: str) -> Refusal | None:
     """A refusal when an agentic baseline's own launch account says the cache was off."""
     if workload_kind != "agentic":
         return None
-    flavor = launch_flavor(engine, server_args)
+    flavor = flavor_of(engine, server_args)
     label = engine if engine == flavor else f"{engine} ({flavor} flavor)"
     if flavor == "atom":
         wanted = {"--enable_prefix_caching", "--enable-prefix-caching"}

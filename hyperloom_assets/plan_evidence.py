@@ -6,11 +6,11 @@ share) and the model shape (MoE, fp8) become a PlanEvidence; the planner does th
 
 from __future__ import annotations
 
-from hyperloom_assets.guards import launch_flavor
 from hyperloom_assets.model_shape import load_shape
 from hyperloom_assets.planner import PlanEvidence, plan, prefix_share_of, replan
 from hyperloom_assets.results import BaselineResult
 from hyperloom_assets.roofline import FP8_DTYPES, Roofline
+from hyperloom_assets.seed_grids import flavor_of
 from hyperloom_assets.targets import Target
 from hyperloom_assets.variants import Variant
 
@@ -41,7 +41,7 @@ def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline
                     keepers: list[Variant], tried: set[str]) -> list[Variant]:
     """The plan on top of the stack so far (the first plan when there are no keepers)."""
     evidence = plan_evidence(target, baseline, roofline, achieved)
-    flavor = launch_flavor(target.engine, target.server_args)
+    flavor = flavor_of(target.engine, target.server_args)
     if not keepers:
         return plan(target.engine, flavor, target.server_args, target.env, target.workload, evidence, tried)
     return replan(target.engine, flavor, target.server_args, target.env, keepers, target.workload, evidence, tried)

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from hyperloom_assets.sim import harness_flags
+from hyperloom_assets.sim.engine_args import flavor_of as sim_flavor_of
 from hyperloom_assets.sim.engine_args import engine_parser
 from hyperloom_assets.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
 
@@ -186,13 +187,9 @@ def load_grids(folder: Path = GRIDS_DIR) -> dict[str, SeedGrid]:
 
 
 def flavor_of(engine: str, base_args: list[str]) -> str:
-    """The engine whose flags a target speaks: a sim speaks its --flavor (vllm by default)."""
-    if engine != "sim":
-        return engine
-    for setting in split_args(base_args):
-        if setting.flag == "--flavor" and setting.value:
-            return setting.value
-    return "vllm"
+    """The engine whose flags and launch record a target speaks: a sim speaks its
+    --flavor (vllm by default), read by the sim's own harness parser."""
+    return sim_flavor_of(base_args) if engine == "sim" else engine
 
 
 def grid_engine(engine: str, flavor: str | None) -> str:

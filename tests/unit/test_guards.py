@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.guards import PREFIX_CACHE_OFF, consecutive_failures, is_argv_error, launch_flavor, prefix_cache_refusal
+from hyperloom_assets.guards import PREFIX_CACHE_OFF, consecutive_failures, is_argv_error, prefix_cache_refusal
+from hyperloom_assets.seed_grids import flavor_of
 
 
 @pytest.mark.parametrize("engine, args, evidence, refused", [
@@ -35,8 +36,8 @@ def test_only_agentic_baselines_are_judged() -> None:
 
 
 def test_flavor_and_argv_markers() -> None:
-    assert launch_flavor("sim", []) == "vllm"
-    assert launch_flavor("vllm", ["--flavor", "sglang"]) == "vllm"
+    assert flavor_of("sim", []) == "vllm"
+    assert flavor_of("vllm", ["--flavor", "sglang"]) == "vllm"
     assert is_argv_error("api_server.py: error: unrecognized arguments: --nope")
     assert is_argv_error("argument --kv-cache-dtype: invalid choice: 'x'")
     assert not is_argv_error("RuntimeError: CUDA out of memory")
