@@ -4,7 +4,8 @@ For each sim scenario (a model, a GPU, a workload and a poor operator config) th
 optimizer's own decision logic runs: `climb()` with the real planner (`plan_for_target`,
 fed the evidence the baseline and roofline assets would give it) and a `measure` that
 is a noisy `predict()` (noise per launch with its own seed, 3 repeats, NEEDS_REVIEW
-re-measured), through hyperloom_assets/offline_climb.py. Its final stack's noise-free
+re-measured with the running best relaunched beside it), through
+hyperloom_assets/offline_climb.py. Its final stack's noise-free
 predicted throughput is compared with the best of the exhaustive grid: the cartesian
 product, over every knob the engine's seed grid offers for the scenario (each family's
 full value set relative to the operator's config, plus dropping each of the operator's
@@ -14,7 +15,7 @@ parser does not know (e.g. --stream-interval) are left out of the grid and liste
 
 Reported per scenario: baseline, optimizer final, grid best (noise-free output tok/s),
 share of the attainable gain reached = (final - baseline) / (grid best - baseline), the
-optimizer's launches (baseline + every trial measurement, re-measures included) and the
+optimizer's launches (baseline + every trial measurement, re-measures and relaunches of the best included) and the
 grid's size. Target: share >= 95% with launches <= a quarter of the grid.
 
 Run: .venv/bin/python benchmarks/effectiveness_sim.py [--only NAME] [--workers 2] [--seed 0]

@@ -9,9 +9,9 @@ import time
 
 import dagster as dg
 from dagster import AssetExecutionContext
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb, gain_pct
+from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb
 from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
 from hyperloom_assets.measure_step import run_measurement
 from hyperloom_assets.model_shape import load_shape
@@ -100,7 +100,7 @@ def build_explore_assets(partitions: dg.PartitionsDefinition, pool: str) -> list
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
-            "best_gain_pct": gain_pct(result.climb.best_throughputs, baseline.measurement.repeats_throughputs()),
+            "best_gain_pct": result.climb.best_gain_pct(),
             "trials": dg.MetadataValue.md(trials_table(result.climb.trials)),
         })
 
@@ -123,12 +123,15 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
             return first_plan
         return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
 
-    def measure(keepers: list[Variant], variant: Variant) -> TrialMeasurement:
-        spec = stack_spec(target, [*keepers, variant], baseline.spec)
-        fingerprint = trial_fingerprint(keepers, variant)
-        folder = step_dir(host, name, context.run.run_id, f"trial-{fingerprint}-{int(time.time())}")
+    def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
+        # variant None: the running best launched again beside a variant under review
+        changes = [*keepers, variant] if variant is not None else keepers
+        spec = stack_spec(target, changes, baseline.spec)
+        fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
+        kind = "trial" if variant is not None else "best_relaunch"
+        folder = step_dir(host, name, context.run.run_id, f"{kind}-{fingerprint or 'baseline'}-{time.time_ns()}")
         try:
-            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="trial", spec=spec,
+            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
                                        context_key=key, fingerprint=fingerprint)
         except ServerError as exc:
@@ -139,7 +142,11 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     def recall(fingerprint: str) -> TrialRecord | None:
         for row in store.trials(key):
             if row["fingerprint"] == fingerprint:
-                return TrialRecord.model_validate(row["record"])
+                try:
+                    return TrialRecord.model_validate(row["record"])
+                except ValidationError as exc:  # written by an older hyperloom: measure it again
+                    context.log.warning("ledger entry %s is in an older format, measuring again: %s",
+                                        fingerprint, str(exc).splitlines()[0])
         return None
 
     def remember(record: TrialRecord) -> None:

@@ -67,7 +67,7 @@ class OfflineClimb(Strict):
     baseline: Measurement  # the noisy baseline the climb anchored on
     evidence: PlanEvidence
     climb: ClimbResult
-    launches: int  # the baseline's plus every trial measurement, re-measures included
+    launches: int  # the baseline's plus every trial's, re-measures and the best's re-launches included
     final_args: list[str]  # the stack's launched argv (harness flags included, as predict() takes them)
 
 
@@ -142,8 +142,9 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0) -> OfflineClimb:
             return first_plan
         return plan_for_target(target, baseline, roofline, reached, keepers=keepers, tried=tried)
 
-    def measure(keepers: list[Variant], variant: Variant) -> TrialMeasurement:
-        return measure_once(scenario, composition(target, [*keepers, variant]).argv, next(seeds))
+    def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
+        changes = [*keepers, variant] if variant is not None else keepers
+        return measure_once(scenario, composition(target, changes).argv, next(seeds))
 
     ledger: dict[str, TrialRecord] = {}
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
@@ -151,5 +152,5 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0) -> OfflineClimb:
                    ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record))
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
-                        launches=1 + sum(t.measurements for t in result.trials),
+                        launches=1 + sum(t.measurements + len(t.best_launches) for t in result.trials),
                         final_args=composition(target, result.keepers).argv)

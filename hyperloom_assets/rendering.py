@@ -48,5 +48,5 @@ def trials_table(trials: list[TrialRecord]) -> str:
         mean = "" if t.mean is None else f"{t.mean:,.1f}"
         rows.append((t.index, t.fingerprint, t.name, describe_change(t.variant), t.against, t.outcome,
                      _pct(d.gain_pct), interval, mean, t.measurements, "replayed" if t.replayed else "", d.reason))
-    return table(["#", "fingerprint", "name", "change", "against", "outcome", "gain", "95% interval",
+    return table(["#", "fingerprint", "name", "change", "against", "outcome", "gain", "interval (level in the reason)",
                   "tok/s", "launches", "", "reason"], rows)

@@ -1,23 +1,29 @@
-"""Statistics for small samples: Student-t intervals and spread. Pure code."""
+"""Statistics for small samples: Student-t intervals, launch-level comparisons, spread. Pure code.
+
+A comparison of two server configurations has two levels of noise: repeats on one
+server vary, and every launch carries an offset of its own (on the 2-core vLLM CPU host
+two launches of one config differed by 25%). Treating repeats on one server as
+independent leaves the launch offset out and makes noise look like a gain, so configs
+are compared launch by launch: see `launch_gain_interval`.
+"""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 
-# Two-sided 95% Student-t critical values by degrees of freedom; beyond 30, ~normal.
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
-        16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
-        23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+from scipy.stats import t as student_t
+
+# A config's evidence: one list of per-repeat values per launch of it.
+Launches = list[list[float]]
 
 
-def t95(dof: float) -> float:
-    """Critical value; fractional dof (Welch) rounds down, the conservative side."""
-    if dof < 1:
+def t_critical(confidence: float, dof: float) -> float:
+    """Two-sided Student-t critical value; infinite without a degree of freedom."""
+    if dof <= 0:
         return math.inf
-    whole = int(math.floor(dof))
-    return _T95.get(whole, 1.96 if whole > 120 else 2.0)
+    return float(student_t.ppf(0.5 + confidence / 2, dof))
 
 
 def mean_ci95(values: list[float]) -> tuple[float, float, float]:
@@ -25,23 +31,75 @@ def mean_ci95(values: list[float]) -> tuple[float, float, float]:
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, mean, mean
-    half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    half = t_critical(0.95, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
     return mean, mean - half, mean + half
 
 
-def diff_ci95(variant: list[float], base: list[float]) -> tuple[float, float, float]:
-    """Welch interval of mean(variant) - mean(base)."""
-    diff = statistics.fmean(variant) - statistics.fmean(base)
-    if len(variant) < 2 or len(base) < 2:
-        return diff, -math.inf, math.inf
-    va = statistics.variance(variant) / len(variant)
-    vb = statistics.variance(base) / len(base)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return diff, diff, diff
-    dof = (va + vb) ** 2 / ((va**2 / (len(variant) - 1)) + (vb**2 / (len(base) - 1)))
-    half = t95(dof) * se
-    return diff, diff - half, diff + half
+def _log_means(launches: Launches) -> list[float]:
+    means = [statistics.fmean(launch) for launch in launches]
+    if any(m <= 0 for m in means):
+        raise ValueError(f"every launch needs a positive mean throughput, got {means}")
+    return [math.log(m) for m in means]
+
+
+def between_launch_variance(configs: Sequence[Launches]) -> tuple[float, int]:
+    """Pooled variance of log launch means within each config, and its degrees of freedom.
+
+    Configs differ by their effects; launches of one config differ only by noise, so
+    every config launched twice or more adds to one estimate of the launch-mean variance.
+    """
+    squares, dof = 0.0, 0
+    for launches in configs:
+        if len(launches) >= 2:
+            squares += (len(launches) - 1) * statistics.variance(_log_means(launches))
+            dof += len(launches) - 1
+    return (squares / dof if dof else 0.0), dof
+
+
+def within_launch_floor(configs: Sequence[Launches]) -> float:
+    """The launch-mean variance that repeats alone imply: no launch can vary less than this.
+
+    Pooled relative within-launch variance (the delta method's var(log y)) over the mean
+    number of repeats per launch.
+    """
+    squares, dof, repeats, count = 0.0, 0, 0, 0
+    for launches in configs:
+        for launch in launches:
+            repeats, count = repeats + len(launch), count + 1
+            if len(launch) >= 2:
+                squares += (len(launch) - 1) * statistics.variance(launch) / statistics.fmean(launch) ** 2
+                dof += len(launch) - 1
+    return squares / dof / (repeats / count) if dof else 0.0
+
+
+def launch_gain_interval(variant: Launches, best: Launches, others: Sequence[Launches] = (),
+                         confidence: float = 0.95) -> tuple[float, float, float]:
+    """Gain of `variant` over `best` with its interval, in percent: (gain, low, high).
+
+    The gain is the ratio of geometric means of launch means. The interval is a
+    Student-t interval on the log scale with the launch as the unit: the variance of a
+    launch mean is estimated from every config launched more than once (`variant`,
+    `best` and `others`: the run's other evidence), never below what the repeats alone
+    imply, with the between-launch degrees of freedom. Without any config launched
+    twice there is no estimate and the interval is infinite.
+    """
+    if not variant or not best:
+        raise ValueError("a comparison needs at least one launch on each side")
+    diff = statistics.fmean(_log_means(variant)) - statistics.fmean(_log_means(best))
+    configs = [variant, best, *others]
+    between, dof = between_launch_variance(configs)
+    launch_variance = max(between, within_launch_floor(configs))
+    half = t_critical(confidence, dof) * math.sqrt(launch_variance * (1 / len(variant) + 1 / len(best)))
+    if math.isnan(half):  # an infinite critical value times zero variance
+        half = math.inf
+    # the gain is rounded far below any threshold so that 101 over 100 is exactly +1%
+    return round(_pct(diff), 9), _pct(diff - half), _pct(diff + half)
+
+
+def _pct(log_ratio: float) -> float:
+    if log_ratio == math.inf:
+        return math.inf
+    return 100.0 * math.expm1(log_ratio) if log_ratio != -math.inf else -100.0
 
 
 def spread_pct(values: list[float]) -> float:

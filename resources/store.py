@@ -23,7 +23,7 @@ MEASUREMENTS = sa.Table(
     "measurements", METADATA,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("target", sa.String, nullable=False, index=True),
-    sa.Column("kind", sa.String, nullable=False),  # baseline | trial | validation | sweep | release
+    sa.Column("kind", sa.String, nullable=False),  # baseline | trial | best_relaunch | validation | sweep | release
     sa.Column("context_key", sa.String, index=True),
     sa.Column("fingerprint", sa.String),
     sa.Column("run_id", sa.String),

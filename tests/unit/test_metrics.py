@@ -41,9 +41,9 @@ def _repeat(throughput: float) -> RepeatMetrics:
 def test_summarize_means_interval_and_convergence():
     m = summarize([_repeat(100.0), _repeat(110.0), _repeat(120.0)], seed=3)
     assert m.output_throughput == pytest.approx(110.0)
-    # stdev 10; half-width 4.303 * 10 / sqrt(3) = 24.8434
-    assert m.output_throughput_ci_low == pytest.approx(110 - 24.8434, abs=1e-3)
-    assert m.output_throughput_ci_high == pytest.approx(110 + 24.8434, abs=1e-3)
+    # stdev 10; half-width 4.302653 * 10 / sqrt(3) = 24.8414
+    assert m.output_throughput_ci_low == pytest.approx(110 - 24.8414, abs=1e-3)
+    assert m.output_throughput_ci_high == pytest.approx(110 + 24.8414, abs=1e-3)
     assert m.converged is False  # spread 20/110 = 18% > 3%
     assert m.seed == 3 and len(m.repeats) == 3
     assert summarize([_repeat(100.0), _repeat(101.0)]).converged is True

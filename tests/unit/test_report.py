@@ -25,7 +25,7 @@ def inputs(**extra) -> ReportInputs:
     cap = Variant(name="max-num-seqs=16", add_args=["--max-num-seqs", "16"], provenance="seed_grid", reason="cap")
     trial = TrialRecord(index=1, name=cap.name, fingerprint="abc123", variant=cap, against="baseline",
                         decision=Decision(outcome=Outcome.KEEP, gain_pct=80.0, ci_low_pct=70.0, ci_high_pct=90.0,
-                                          reason="kept"), measurements=1, throughputs=[180.0, 181.0])
+                                          reason="kept"), measurements=1, launches=[[180.0, 181.0]])
     reached = {"achieved_tok_s": 100.0, "ceiling_tok_s": 1000.0, "achieved_pct": 10.0, "achieved_pct_ci_low": 9.0,
                "achieved_pct_ci_high": 11.0, "binding": "memory"}
     row = {"config": "baseline", "concurrency": 4, "output_throughput": 100.0, "tpot_p50_ms": 2.0,
