@@ -15,8 +15,8 @@ parser does not know (e.g. --stream-interval) are left out of the grid and liste
 
 Reported per scenario: baseline, optimizer final, grid best (noise-free output tok/s),
 share of the attainable gain reached = (final - baseline) / (grid best - baseline), the
-optimizer's launches (baseline + every trial measurement, re-measures and relaunches of the best included) and the
-grid's size. Target: share >= 95% with launches <= a quarter of the grid.
+optimizer's launches (baseline + every trial measurement, re-measures and relaunches of
+the best included) and the grid's size. Target: share >= 95% with launches <= a quarter of the grid.
 
 Run: .venv/bin/python benchmarks/effectiveness_sim.py [--only NAME] [--workers 2] [--seed 0]
 """

@@ -46,7 +46,8 @@ def trials_table(trials: list[TrialRecord]) -> str:
         d = t.decision
         interval = "" if d.ci_low_pct is None else f"[{d.ci_low_pct:+.2f}%, {d.ci_high_pct:+.2f}%]"
         mean = "" if t.mean is None else f"{t.mean:,.1f}"
+        launches = f"{t.measurements} + {len(t.best_launches)} best" if t.best_launches else str(t.measurements)
         rows.append((t.index, t.fingerprint, t.name, describe_change(t.variant), t.against, t.outcome,
-                     _pct(d.gain_pct), interval, mean, t.measurements, "replayed" if t.replayed else "", d.reason))
+                     _pct(d.gain_pct), interval, mean, launches, "replayed" if t.replayed else "", d.reason))
     return table(["#", "fingerprint", "name", "change", "against", "outcome", "gain", "interval (level in the reason)",
                   "tok/s", "launches", "", "reason"], rows)

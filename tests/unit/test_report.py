@@ -25,7 +25,8 @@ def inputs(**extra) -> ReportInputs:
     cap = Variant(name="max-num-seqs=16", add_args=["--max-num-seqs", "16"], provenance="seed_grid", reason="cap")
     trial = TrialRecord(index=1, name=cap.name, fingerprint="abc123", variant=cap, against="baseline",
                         decision=Decision(outcome=Outcome.KEEP, gain_pct=80.0, ci_low_pct=70.0, ci_high_pct=90.0,
-                                          reason="kept"), measurements=1, launches=[[180.0, 181.0]])
+                                          reason="kept"), measurements=2, launches=[[180.0, 181.0], [179.0, 182.0]],
+                        best_launches=[[100.0, 101.0]])
     reached = {"achieved_tok_s": 100.0, "ceiling_tok_s": 1000.0, "achieved_pct": 10.0, "achieved_pct_ci_low": 9.0,
                "achieved_pct_ci_high": 11.0, "binding": "memory"}
     row = {"config": "baseline", "concurrency": 4, "output_throughput": 100.0, "tpot_p50_ms": 2.0,
@@ -48,6 +49,7 @@ def test_every_section_and_the_given_numbers() -> None:
     for section in SECTIONS:
         assert section in text
     assert "**100.5 → 180.5 output tok/s**" in text and "+80.50%" in text and "[+75.00%, +86.00%]" in text
+    assert "| 2 + 1 best |" in text, "a trial's launches count the best's relaunches beside it"
     assert "abc123" in text and "--max-num-seqs 16" in text and "A=1 python -m vllm --max-num-seqs 2" in text
     assert "`target_reached`" in text
 
