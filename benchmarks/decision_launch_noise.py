@@ -47,7 +47,7 @@ def one_trial(rng: random.Random, gain: float, launch_sd: float) -> tuple[str, i
     result = climb(launch(rng, 100.0, launch_sd), 1.0, Budget(max_trials=1, target_gain_pct=1e9),
                    lambda keepers, tried: [CANDIDATE], measure, lambda fingerprint: None, lambda record: None)
     trial = result.trials[0]
-    return trial.outcome, 1 + trial.measurements + len(trial.best_launches)
+    return trial.outcome, 1 + trial.launch_count
 
 
 def main() -> None:

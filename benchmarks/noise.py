@@ -93,7 +93,7 @@ def main() -> int:
                            lambda keepers, tried: [SAME_CONFIG], launch_once, lambda fingerprint: None,
                            lambda record: None)
             trial = result.trials[0]
-            launches = 1 + trial.measurements + len(trial.best_launches)
+            launches = 1 + trial.launch_count
             decision = trial.decision
             outcomes[decision.outcome.value] += 1
             pairs.append({"baseline": result.baseline_launches, "variant": trial.launches, "launches": launches,

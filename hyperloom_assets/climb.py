@@ -23,12 +23,15 @@ from hyperloom_assets.decisions import (
     MAX_MEASUREMENTS, Decision, Outcome, decide_stack, decide_trial, failed, is_overtime, killed_overtime,
 )
 from hyperloom_assets.fingerprints import trial_fingerprint
-from hyperloom_assets.stats import Launches, launch_gain_interval
+from hyperloom_assets.stats import Launches, launch_gain_interval, repeats_of
 from hyperloom_assets.variants import Variant
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+BASELINE = "baseline"  # the evidence key of the operator's config
 
 
 class TrialMeasurement(Strict):
@@ -66,8 +69,13 @@ class TrialRecord(Strict):
 
     @property
     def mean(self) -> float | None:
-        repeats = [value for launch in self.launches for value in launch]
+        repeats = repeats_of(self.launches)
         return statistics.fmean(repeats) if repeats else None
+
+    @property
+    def launch_count(self) -> int:
+        """Servers this trial started: the variant's and the best's relaunches beside it."""
+        return self.measurements + len(self.best_launches)
 
 
 class Budget(Strict):
@@ -79,10 +87,17 @@ class Budget(Strict):
 class ClimbResult(Strict):
     trials: list[TrialRecord]
     keepers: list[Variant]
-    baseline_launches: Launches  # re-launches beside trials included
-    best_launches: Launches
-    evidence: list[Launches]  # every config the climb launched: the launch-noise estimate's data
+    evidence: dict[str, Launches]  # config key -> its launches: the launch-noise estimate's data
+    best_key: str
     stop_reason: str
+
+    @property
+    def baseline_launches(self) -> Launches:  # relaunches beside trials included
+        return self.evidence[BASELINE]
+
+    @property
+    def best_launches(self) -> Launches:
+        return self.evidence[self.best_key]
 
     def best_gain_pct(self) -> float:
         return gain_pct(self.best_launches, self.baseline_launches)
@@ -94,7 +109,9 @@ RecallFn = Callable[[str], TrialRecord | None]
 RememberFn = Callable[[TrialRecord], None]
 
 
-BASELINE = "baseline"  # the evidence key of the operator's config
+def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
+    """What a `measure` call launches on top of the operator's config."""
+    return [*keepers, variant] if variant is not None else list(keepers)
 
 
 def gain_pct(launches: Launches, anchor: Launches) -> float:
@@ -190,8 +207,8 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
     candidates = plan(keepers, set())
 
     def result(stop_reason: str) -> ClimbResult:
-        return ClimbResult(trials=trials, keepers=keepers, baseline_launches=evidence[BASELINE],
-                           best_launches=evidence[best_key], evidence=list(evidence.values()), stop_reason=stop_reason)
+        return ClimbResult(trials=trials, keepers=keepers, evidence=evidence, best_key=best_key,
+                           stop_reason=stop_reason)
 
     while True:
         reason = _stop_reason(trials, gain_pct(evidence[best_key], evidence[BASELINE]), budget)

@@ -11,7 +11,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb, launched_changes
 from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
 from hyperloom_assets.measure_step import run_measurement
 from hyperloom_assets.model_shape import load_shape
@@ -125,7 +125,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review
-        changes = [*keepers, variant] if variant is not None else keepers
+        changes = launched_changes(keepers, variant)
         spec = stack_spec(target, changes, baseline.spec)
         fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
         kind = "trial" if variant is not None else "best_relaunch"

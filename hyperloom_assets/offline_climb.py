@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.climb import Budget, ClimbResult, TrialMeasurement, TrialRecord, climb, launched_changes
 from hyperloom_assets.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 from hyperloom_assets.gpus import gpu_spec
 from hyperloom_assets.measure_step import WorkloadContract
@@ -143,8 +143,7 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0) -> OfflineClimb:
         return plan_for_target(target, baseline, roofline, reached, keepers=keepers, tried=tried)
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
-        changes = [*keepers, variant] if variant is not None else keepers
-        return measure_once(scenario, composition(target, changes).argv, next(seeds))
+        return measure_once(scenario, composition(target, launched_changes(keepers, variant)).argv, next(seeds))
 
     ledger: dict[str, TrialRecord] = {}
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
@@ -152,5 +151,5 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0) -> OfflineClimb:
                    ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record))
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
-                        launches=1 + sum(t.measurements + len(t.best_launches) for t in result.trials),
+                        launches=1 + sum(t.launch_count for t in result.trials),
                         final_args=composition(target, result.keepers).argv)

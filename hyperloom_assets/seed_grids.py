@@ -17,8 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from hyperloom_assets.sim import harness_flags
-from hyperloom_assets.sim.engine_args import flavor_of as sim_flavor_of
 from hyperloom_assets.sim.engine_args import engine_parser
+from hyperloom_assets.sim.engine_args import flavor_of as sim_flavor_of
 from hyperloom_assets.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
 
 GRIDS_DIR = Path(__file__).parent / "grids"

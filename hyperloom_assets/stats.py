@@ -35,6 +35,11 @@ def mean_ci95(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def repeats_of(launches: Launches) -> list[float]:
+    """Every repeat of every launch, in order."""
+    return [value for launch in launches for value in launch]
+
+
 def _log_means(launches: Launches) -> list[float]:
     means = [statistics.fmean(launch) for launch in launches]
     if any(m <= 0 for m in means):
@@ -87,19 +92,18 @@ def launch_gain_interval(variant: Launches, best: Launches, others: Sequence[Lau
         raise ValueError("a comparison needs at least one launch on each side")
     diff = statistics.fmean(_log_means(variant)) - statistics.fmean(_log_means(best))
     configs = [variant, best, *others]
+    # the gain is rounded far below any threshold so that 101 over 100 is exactly +1%
+    gain = round(_pct(diff), 9)
     between, dof = between_launch_variance(configs)
+    if dof == 0:
+        return gain, -100.0, math.inf
     launch_variance = max(between, within_launch_floor(configs))
     half = t_critical(confidence, dof) * math.sqrt(launch_variance * (1 / len(variant) + 1 / len(best)))
-    if math.isnan(half):  # an infinite critical value times zero variance
-        half = math.inf
-    # the gain is rounded far below any threshold so that 101 over 100 is exactly +1%
-    return round(_pct(diff), 9), _pct(diff - half), _pct(diff + half)
+    return gain, _pct(diff - half), _pct(diff + half)
 
 
 def _pct(log_ratio: float) -> float:
-    if log_ratio == math.inf:
-        return math.inf
-    return 100.0 * math.expm1(log_ratio) if log_ratio != -math.inf else -100.0
+    return 100.0 * math.expm1(log_ratio)
 
 
 def spread_pct(values: list[float]) -> float:
