@@ -17,7 +17,7 @@ $(TINY_MODEL)/config.json: | setup
 	$(VENV)/bin/hyperloom tiny-model $(TINY_MODEL)
 
 demo: setup $(TINY_MODEL)/config.json
-	$(PY) -m hyperloom_assets.demo --job $(DEMO_JOB) --target $(DEMO_TARGET)
+	$(PY) -m hyperloom_assets.cli.demo --job $(DEMO_JOB) --target $(DEMO_TARGET)
 
 test: setup $(TINY_MODEL)/config.json
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests

@@ -1,6 +1,6 @@
 """How many stream events per second our client sustains on one core, beside vLLM's client.
 
-A trivial OpenAI-compatible server (resources/bench_echo_server.py) streams one-token
+A trivial OpenAI-compatible server (benchmarks/support/echo_server.py) streams one-token
 events as fast as it can, writing them in bursts so that its cost per event is far
 below a client's; it runs pinned to core 0 and each client to core 1. Every event is one
 token, so output tokens/s is events/s. Target: ours at least vLLM's.
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from resources.bench_peers import free_port, pinned, running_server, vllm_bench_serve_argv  # noqa: E402
+from benchmarks.support.peers import free_port, pinned, running_server, vllm_bench_serve_argv  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "client_capacity.json"
 TOKENIZER = ROOT / ".cache" / "models" / "tiny-llama"  # vLLM's client needs one for its random dataset
@@ -60,7 +60,7 @@ def main() -> int:
     rows: dict[str, list[dict]] = {"hyperloom": [], "vllm": []}
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        server = pinned([sys.executable, "-m", "resources.bench_echo_server", "--port", str(port), "--model", "echo",
+        server = pinned([sys.executable, "-m", "benchmarks.support.echo_server", "--port", str(port), "--model", "echo",
                          "--burst", str(args.burst)], args.server_cpus)
         with running_server(server, base_url, work / "echo.log", timeout_s=60):
             for index in range(args.rounds):  # alternating, so drift hits both alike

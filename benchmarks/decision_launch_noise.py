@@ -1,6 +1,6 @@
 """The decision rule against launch-to-launch noise (synthetic launches, the real climb).
 
-Each trial is `hyperloom_assets.climb.climb()` with one candidate, exactly as the
+Each trial is `hyperloom_assets.core.decisions.climb.climb()` with one candidate, exactly as the
 `trials` asset runs it: the baseline is one launch; a NEEDS_REVIEW variant is launched
 again with the running best relaunched beside it, at most 3 looks. A launch here is
 synthetic: every launch gets its own offset (launch sd) and each of its 3 repeats its
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hyperloom_assets.climb import Budget, TrialMeasurement, climb  # noqa: E402
-from hyperloom_assets.variants import Variant  # noqa: E402
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "decision_launch_noise.json"
 LAUNCH_SDS = (0.0, 0.02, 0.05, 0.10)

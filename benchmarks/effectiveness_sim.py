@@ -5,7 +5,7 @@ optimizer's own decision logic runs: `climb()` with the real planner (`plan_for_
 fed the evidence the baseline and roofline assets would give it) and a `measure` that
 is a noisy `predict()` (noise per launch with its own seed, 3 repeats, NEEDS_REVIEW
 re-measured with the running best relaunched beside it), through
-hyperloom_assets/offline_climb.py. Its final stack's noise-free
+benchmarks/support/offline_climb.py. Its final stack's noise-free
 predicted throughput is compared with the best of the exhaustive grid: the cartesian
 product, over every knob the engine's seed grid offers for the scenario (each family's
 full value set relative to the operator's config, plus dropping each of the operator's
@@ -35,15 +35,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hyperloom_assets.gpus import gpu_spec  # noqa: E402
-from hyperloom_assets.offline_climb import OfflineClimb, SimScenario, run_offline_climb, true_throughput  # noqa: E402
-from hyperloom_assets.planner import Base, PlanEvidence, ablation_proposals, current_value, effective_sequence_cap, seed_proposals  # noqa: E402
-from hyperloom_assets.seed_grids import grid_engine, harness_flags_for, load_grids  # noqa: E402
+from benchmarks.support.offline_climb import OfflineClimb, SimScenario, run_offline_climb, true_throughput  # noqa: E402
+from hyperloom_assets.core.config.targets import Workload  # noqa: E402
+from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace  # noqa: E402
+from hyperloom_assets.core.planning.planner import (  # noqa: E402
+    Base,
+    PlanEvidence,
+    ablation_proposals,
+    current_value,
+    effective_sequence_cap,
+    seed_proposals,
+)
+from hyperloom_assets.core.planning.seed_grids import grid_engine, harness_flags_for, load_grids  # noqa: E402
+from hyperloom_assets.core.planning.variants import Variant, compose, setting_key, split_args, strip_flags  # noqa: E402
+from hyperloom_assets.core.roofline.gpus import gpu_spec  # noqa: E402
 from hyperloom_assets.sim.engine_args import resolve_config  # noqa: E402
 from hyperloom_assets.sim.predict import SimArgError, parse_engine_args  # noqa: E402
-from hyperloom_assets.targets import Workload  # noqa: E402
-from hyperloom_assets.variants import Variant, compose, setting_key, split_args, strip_flags  # noqa: E402
-from hyperloom_assets.workloads import synthetic_trace, write_trace  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "effectiveness_sim.json"
 SHARE_TARGET = 0.95

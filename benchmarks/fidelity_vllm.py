@@ -24,7 +24,7 @@ datasets/datasets.py, lib/endpoint_request_func.py):
   empty text (the tiny byte-level model often streams "" while vLLM's detokenizer holds
   back a partial UTF-8 character). Ours used to skip those: a request whose whole output
   was held back was dropped as failed (1 in 64 here, -1.6% throughput), and a held-back
-  first token delayed our TTFT by one step. Fixed in resources/bench_stream.py.
+  first token delayed our TTFT by one step. Fixed in resources/bench/stream.py.
 - Warm-ups: vLLM's repeat one prompt `--num-warmups` times, ours send that many distinct
   prompts; with the discarded pair neither matters.
 
@@ -51,10 +51,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hyperloom_assets.stats import mean_ci95  # noqa: E402
-from resources.bench_peers import (  # noqa: E402
-    free_port, pinned, running_server, vllm_bench_serve_argv, vllm_server_argv,
+from benchmarks.support.peers import (  # noqa: E402
+    free_port,
+    pinned,
+    running_server,
+    vllm_bench_serve_argv,
+    vllm_server_argv,
 )
+from hyperloom_assets.core.measurement.stats import mean_ci95  # noqa: E402
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 MODEL = ROOT / ".cache" / "models" / "tiny-llama"
@@ -187,7 +191,7 @@ def main() -> int:
         if args.server == "vllm":
             server = placed(vllm_server_argv(MODEL, port, max_num_seqs=8), args.server_cpus, args)
         else:
-            server = placed([sys.executable, "-m", "resources.bench_echo_server", "--port", str(port), "--model", "echo",
+            server = placed([sys.executable, "-m", "benchmarks.support.echo_server", "--port", str(port), "--model", "echo",
                              "--ttft-ms", "50", "--token-delay-ms", "10"], args.server_cpus, args)
         with running_server(server, base_url, work / "server.log", env={"VLLM_CPU_KVCACHE_SPACE": "2"}, timeout_s=300):
             runs, loads = measure_pairs(base_url, args, work)

@@ -1,6 +1,6 @@
 """A/A pairs through the decision rule: how often does noise alone earn a KEEP?
 
-Each pair is one `hyperloom_assets.climb.climb()` with one candidate that changes
+Each pair is one `hyperloom_assets.core.decisions.climb.climb()` with one candidate that changes
 nothing: the baseline and every trial launch are the same configuration, each on a
 freshly launched server with its own noise seed (3 repeats after a warm-up, as a trial
 would). The climb decides as the `trials` asset does: a NEEDS_REVIEW is launched again
@@ -27,12 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hyperloom_assets.climb import Budget, TrialMeasurement, climb  # noqa: E402
-from hyperloom_assets.decisions import Outcome  # noqa: E402
-from hyperloom_assets.targets import Workload  # noqa: E402
-from hyperloom_assets.variants import Variant  # noqa: E402
-from resources.bench_peers import free_port, running_server, vllm_server_argv  # noqa: E402
-from resources.bench_runner import measure, model_vocab_size  # noqa: E402
+from benchmarks.support.peers import free_port, running_server, vllm_server_argv  # noqa: E402
+from hyperloom_assets.core.config.targets import Workload  # noqa: E402
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.rule import Outcome  # noqa: E402
+from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
+from hyperloom_assets.resources.bench.runner import measure, model_vocab_size  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 TINY_MODEL = ROOT / ".cache" / "models" / "tiny-llama"
@@ -50,7 +50,7 @@ def server(engine: str, port: int, seed: int, args: argparse.Namespace) -> tuple
     if engine == "vllm":  # targets/tiny-llama-cpu.yaml's server, with its poor --max-num-seqs 2
         argv = [*vllm_server_argv(TINY_MODEL, port, max_num_seqs=2), "--max-model-len", "1024"]
         return argv, str(TINY_MODEL), {"VLLM_CPU_KVCACHE_SPACE": "1"}, model_vocab_size(TINY_MODEL)
-    return ([sys.executable, "-m", "resources.bench_echo_server", "--port", str(port), "--token-delay-ms", "2",
+    return ([sys.executable, "-m", "benchmarks.support.echo_server", "--port", str(port), "--token-delay-ms", "2",
              "--noise-pct", str(args.noise_pct), "--seed", str(seed)], "echo", {}, 2048)
 
 

@@ -22,8 +22,8 @@ import dagster as dg
 import yaml
 
 from hyperloom_assets.definitions import build_defs, check_foreign_servers
-from resources.gpu_host import LocalHost
-from resources.store import ResultStore
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.store.results import ResultStore
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"

@@ -11,8 +11,8 @@ import json
 import time
 from pathlib import Path
 
+from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.sim.predict import predict
-from hyperloom_assets.targets import Workload
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "models" / "llama-3-8b"

@@ -7,19 +7,24 @@ from pathlib import Path
 
 import dagster as dg
 
-from hyperloom_assets.baseline_assets import build_baseline_asset
-from hyperloom_assets.exploit_assets import build_exploit_assets
-from hyperloom_assets.explore_assets import build_explore_assets
-from hyperloom_assets.observations import build_observations
-from hyperloom_assets.partitions import target_partitions
-from hyperloom_assets.targets import targets_dir
-from jobs import build_jobs
-from resources.bench_client import BenchmarkClient
-from resources.catalog import TargetCatalog
-from resources.gpu_host import LocalHost
-from resources.release_envs import ReleaseEnvironments
-from resources.store import ResultStore
-from sensors import build_sensors
+from hyperloom_assets.assets.accepted_patches import build_accepted_patches_asset
+from hyperloom_assets.assets.baseline import build_baseline_asset
+from hyperloom_assets.assets.candidates import build_candidates_asset
+from hyperloom_assets.assets.concurrency_sweep import build_sweep_asset
+from hyperloom_assets.assets.final_report import build_report_asset
+from hyperloom_assets.assets.observations import build_observations
+from hyperloom_assets.assets.optimization_stack import build_stack_asset
+from hyperloom_assets.assets.partitions import target_partitions
+from hyperloom_assets.assets.roofline import build_roofline_asset
+from hyperloom_assets.assets.trials import build_trials_asset
+from hyperloom_assets.core.config.targets import targets_dir
+from hyperloom_assets.jobs import build_jobs
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
+from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.sensors import build_sensors
 
 
 def check_foreign_servers() -> bool:
@@ -42,8 +47,13 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
     assets = [
         *build_observations(partitions),
         build_baseline_asset(partitions, pool),
-        *build_explore_assets(partitions, pool),
-        *build_exploit_assets(partitions, pool),
+        build_roofline_asset(partitions),
+        build_candidates_asset(partitions),
+        build_trials_asset(partitions, pool),
+        build_accepted_patches_asset(partitions),
+        build_stack_asset(partitions, pool),
+        build_sweep_asset(partitions, pool),
+        build_report_asset(partitions),
     ]
     jobs = build_jobs(partitions)
     return dg.Definitions(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from hyperloom_assets.targets import Target, TargetError, load_target, load_targets, targets_dir
+from hyperloom_assets.core.config.targets import Target, TargetError, load_target, load_targets, targets_dir
 
 
 class TargetCatalog(dg.ConfigurableResource):

@@ -27,5 +27,5 @@ for pkg in torchvision torchaudio torchcodec; do
     "$PY" -m pip uninstall --quiet -y "$pkg"
   fi
 done
-"$PY" -m hyperloom_assets.instance_config "$DAGSTER_HOME"
+"$PY" -m hyperloom_assets.cli.instance_config "$DAGSTER_HOME"
 echo "setup ok: $VENV ($("$PY" -c 'import vllm, dagster; print("vllm", vllm.__version__, "dagster", dagster.__version__)' 2>/dev/null | tail -1)), DAGSTER_HOME=$DAGSTER_HOME"

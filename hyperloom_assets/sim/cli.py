@@ -14,9 +14,13 @@ import signal
 import sys
 from pathlib import Path
 
-from hyperloom_assets.gpus import gpu_spec
+from hyperloom_assets.core.roofline.gpus import gpu_spec
 from hyperloom_assets.sim.engine_args import (
-    add_engine_args, add_harness_args, flavor_of, normalize_argv, resolve_config,
+    add_engine_args,
+    add_harness_args,
+    flavor_of,
+    normalize_argv,
+    resolve_config,
 )
 from hyperloom_assets.sim.perf_model import SimConfigError
 
@@ -113,9 +117,9 @@ async def _serve(engine, config, args: argparse.Namespace, model_dir: Path) -> N
 
 def predict_main(argv: list[str]) -> int:
     args, flavor = _parse(argv, "hyperloom sim-predict", serving=False)
+    from hyperloom_assets.core.config.targets import Workload
     from hyperloom_assets.sim.engine_args import split_harness_args
     from hyperloom_assets.sim.predict import predict
-    from hyperloom_assets.targets import Workload
 
     try:
         workload = Workload(kind=args.workload, isl=args.isl, osl=args.osl, prefix_len=args.prefix_len,

@@ -136,7 +136,7 @@ def _add_sglang_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_harness_args(parser: argparse.ArgumentParser, serving: bool) -> None:
-    parser.add_argument("--gpu", required=True, help="a GPU of hyperloom_assets/gpus.py, e.g. H100")
+    parser.add_argument("--gpu", required=True, help="a GPU of hyperloom_assets/core/roofline/gpus.py, e.g. H100")
     parser.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per wall second")
     parser.add_argument("--noise-pct", type=float, default=0.0, help="seeded step-time noise, percent")
     parser.add_argument("--seed", type=int, default=0)

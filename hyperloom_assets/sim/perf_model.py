@@ -8,7 +8,7 @@ running sequence) and prefill chunks (new prompt tokens). Its time is
     + per-step overhead + tensor-parallel all-reduce time,
 
 times seeded noise (scheduler.StepNoise). Every number comes from the model's
-`config.json` (hyperloom_assets/model_shape.py) and the GPU table (hyperloom_assets/gpus.py).
+`config.json` (hyperloom_assets/core/roofline/model_shape.py) and the GPU table (hyperloom_assets/core/roofline/gpus.py).
 
 Bytes per step (per GPU, divided by the TP degree):
 - weights: all of them for a dense model; for MoE the attention/embedding weights plus
@@ -49,8 +49,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hyperloom_assets.gpus import GpuSpec
-from hyperloom_assets.model_shape import ModelShape
+from hyperloom_assets.core.roofline.gpus import GpuSpec
+from hyperloom_assets.core.roofline.model_shape import ModelShape
 
 BW_EFFICIENCY = 0.80
 COMPUTE_EFFICIENCY = 0.60

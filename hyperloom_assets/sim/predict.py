@@ -1,11 +1,11 @@
 """`sim-predict`: the sim's scheduler driven by a simulated benchmark client, no HTTP.
 
-Pure code. The client follows the measurement protocol of resources/bench_runner.py:
+Pure code. The client follows the measurement protocol of resources/bench/runner.py:
 a warm-up round (discarded, but it warms the prefix cache), then measured rounds on the
 same engine, each with its own dataset seed; sessions run concurrently up to
 `concurrency` (first come, first served), a session's turns in order after `think_ms`,
 sessions released by Poisson arrivals when the workload sets a request rate. Each
-request's record is in simulated seconds; the metrics are hyperloom_assets/metrics.py's.
+request's record is in simulated seconds; the metrics are hyperloom_assets/core/measurement/metrics.py's.
 """
 
 from __future__ import annotations
@@ -16,19 +16,24 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from hyperloom_assets.gpus import gpu_spec
-from hyperloom_assets.measurement import Measurement, RequestRecord
-from hyperloom_assets.metrics import repeat_metrics, summarize
-from hyperloom_assets.model_shape import load_shape
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.measurement.measurement import Measurement, RequestRecord
+from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
+from hyperloom_assets.core.measurement.workloads import (
+    Plan,
+    PlannedRequest,
+    default_warmups,
+    measurement_signature,
+    round_plan,
+    round_seed,
+    theoretical_prefix_hit_pct,
+    warmup_plan,
+)
+from hyperloom_assets.core.roofline.gpus import gpu_spec
+from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.sim.build import build_engine
 from hyperloom_assets.sim.engine_args import engine_parser, resolve_config, split_harness_args
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
-from hyperloom_assets.targets import Workload
-from hyperloom_assets.workloads import (
-    Plan, PlannedRequest, default_warmups, measurement_signature, round_plan, round_seed,
-    theoretical_prefix_hit_pct, warmup_plan,
-)
-
 
 
 class SimArgError(ValueError):

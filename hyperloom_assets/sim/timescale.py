@@ -8,7 +8,7 @@ speak of the simulated GPU.
 
 from __future__ import annotations
 
-from hyperloom_assets.measurement import Measurement, RepeatMetrics
+from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics
 from hyperloom_assets.sim.engine_args import split_harness_args
 
 RATES = ("output_throughput", "output_throughput_ci_low", "output_throughput_ci_high", "request_throughput", "goodput")

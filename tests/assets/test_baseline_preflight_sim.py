@@ -11,7 +11,7 @@ import dagster as dg
 import yaml
 
 from hyperloom_assets.definitions import build_defs
-from resources.gpu_host import LocalHost
+from hyperloom_assets.resources.hosts.local import LocalHost
 from tests.conftest import SIM_MODEL
 
 

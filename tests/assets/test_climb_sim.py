@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import dagster as dg
 import yaml
 
+from hyperloom_assets.assets.trials import run_climb
+from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.definitions import build_defs
-from hyperloom_assets.explore_assets import run_climb
-from hyperloom_assets.variants import Variant
-from resources.bench_client import BenchmarkClient
-from resources.catalog import TargetCatalog
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
 from tests.conftest import SIM_MODEL
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hyperloom_assets.definitions import build_defs
-from resources.process_group import read_pidfiles
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.conftest import SIM_MODEL
 
 CAPPED = ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"]

@@ -10,10 +10,10 @@ import dagster as dg
 import pytest
 import yaml
 
+from hyperloom_assets.core.releases.run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
 from hyperloom_assets.definitions import build_defs
-from hyperloom_assets.release_run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
-from resources.release_envs import ReleaseEnvironments
-from resources.release_ledger import ReleaseLedger
+from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
+from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from tests.conftest import SIM_MODEL
 from tests.sensors.loopback_index import LoopbackIndex
 from tests.sensors.sim_wheel import DISTRIBUTION, MODULE, build_sim_wheel

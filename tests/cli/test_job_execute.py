@@ -12,8 +12,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from hyperloom_assets.instance_config import write_instance_config
-from resources.process_group import read_pidfiles
+from hyperloom_assets.cli.instance_config import write_instance_config
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.conftest import SIM_MODEL
 
 pytestmark = pytest.mark.cli

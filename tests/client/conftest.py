@@ -1,4 +1,4 @@
-"""A real HTTP server for the client's tests: resources/bench_echo_server.py in its own
+"""A real HTTP server for the client's tests: benchmarks/support/echo_server.py in its own
 process group, started through the project's launcher and torn down on every path."""
 
 import sys
@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from resources.bench_peers import free_port, running_server
+from benchmarks.support.peers import free_port, running_server
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def echo_server(tmp_path) -> Iterator[Callable[..., str]]:
     def start(*flags: str) -> str:
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
-        argv = [sys.executable, "-m", "resources.bench_echo_server", "--port", str(port), *flags]
+        argv = [sys.executable, "-m", "benchmarks.support.echo_server", "--port", str(port), *flags]
         server = running_server(argv, base_url, tmp_path / f"echo-{port}.log", timeout_s=30)
         server.__enter__()
         stack.append(server)

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from hyperloom_assets.measurement import RequestRecord
-from hyperloom_assets.targets import Slo, Workload
-from hyperloom_assets.workloads import build_plan, theoretical_prefix_hit_pct
-from resources.bench_client import BenchInputError, BenchmarkClient, BenchRunError, measure
-from resources.bench_runner import round_seed
+from hyperloom_assets.core.config.targets import Slo, Workload
+from hyperloom_assets.core.measurement.measurement import RequestRecord
+from hyperloom_assets.core.measurement.workloads import build_plan, theoretical_prefix_hit_pct
+from hyperloom_assets.resources.bench.client import BenchInputError, BenchmarkClient, BenchRunError, measure
+from hyperloom_assets.resources.bench.runner import round_seed
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"
 

@@ -3,7 +3,7 @@
 import asyncio
 import time
 
-from resources.bench_monitor import ClientLoad, LoadMonitor
+from hyperloom_assets.resources.bench.monitor import ClientLoad, LoadMonitor
 
 
 def test_a_blocked_loop_is_saturated():

@@ -3,9 +3,9 @@
 import json
 from pathlib import Path
 
-from hyperloom_assets.cli import main
-from hyperloom_assets.measurement import METRIC_NAMES
-from hyperloom_assets.workloads import read_trace
+from hyperloom_assets.cli.main import main
+from hyperloom_assets.core.measurement.measurement import METRIC_NAMES
+from hyperloom_assets.core.measurement.workloads import read_trace
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"
 

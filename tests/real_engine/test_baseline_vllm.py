@@ -13,13 +13,13 @@ import dagster as dg
 import pytest
 import yaml
 
-from hyperloom_assets.baseline_assets import build_baseline_asset
-from hyperloom_assets.observations import build_observations
-from hyperloom_assets.partitions import target_partitions
-from resources.bench_client import BenchmarkClient
-from resources.catalog import TargetCatalog
-from resources.process_group import read_pidfiles
-from resources.release_envs import ReleaseEnvironments
+from hyperloom_assets.assets.baseline import build_baseline_asset
+from hyperloom_assets.assets.observations import build_observations
+from hyperloom_assets.assets.partitions import target_partitions
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles
+from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.real_engine

@@ -15,11 +15,11 @@ import dagster as dg
 import pytest
 import yaml
 
+from benchmarks.support.peer_results import read_vllm_result
+from benchmarks.support.peers import vllm_bench_serve_argv
+from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.definitions import build_defs
-from hyperloom_assets.peer_results import read_vllm_result
-from hyperloom_assets.serving import ServerSpec
-from resources.bench_peers import vllm_bench_serve_argv
-from resources.process_group import read_pidfiles
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 
 pytestmark = pytest.mark.real_engine
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hyperloom_assets.serving import ServerError, ServerSpec
-from resources.process_group import group_members, read_pidfiles
+from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+from hyperloom_assets.resources.hosts.process_group import group_members, read_pidfiles
 
 pytestmark = pytest.mark.real_engine
 
@@ -84,8 +84,8 @@ def test_server_not_ready_in_time_is_torn_down(host, tiny_model, tmp_path):
 ORPHAN_MAKER = """
 import sys, time
 from pathlib import Path
-from hyperloom_assets.serving import ServerSpec
-from resources.gpu_host import LocalHost
+from hyperloom_assets.core.measurement.serving import ServerSpec
+from hyperloom_assets.resources.hosts.local import LocalHost
 host = LocalHost(state_dir=sys.argv[1], check_foreign_processes=False)
 spec = ServerSpec(engine="vllm", model=Path(sys.argv[2]), server_args=["--enforce-eager"],
                   env={"VLLM_CPU_KVCACHE_SPACE": "1"})

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from hyperloom_assets.definitions import build_defs
-from resources.gpu_host import LocalHost
-from resources.store import ResultStore
-from sensors import build_sensors
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.sensors import build_sensors
 from tests.conftest import SIM_MODEL
 from tests.sensors.loopback_index import LoopbackIndex
 

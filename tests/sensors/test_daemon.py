@@ -15,7 +15,7 @@ import psutil
 import pytest
 import yaml
 
-from hyperloom_assets.instance_config import write_instance_config
+from hyperloom_assets.cli.instance_config import write_instance_config
 from tests.conftest import SIM_MODEL
 
 pytestmark = pytest.mark.cli

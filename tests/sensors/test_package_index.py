@@ -7,7 +7,12 @@ import socket
 import pytest
 from packaging.version import Version
 
-from resources.package_index import PackageIndex, PackageIndexError, parse_releases, simple_index_url
+from hyperloom_assets.resources.releases.package_index import (
+    PackageIndex,
+    PackageIndexError,
+    parse_releases,
+    simple_index_url,
+)
 from tests.sensors.sim_wheel import build_sim_wheel
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.release_envs import MARKER, EnvironmentUnavailable, ReleaseEnvironments
+from hyperloom_assets.resources.releases.envs import MARKER, EnvironmentUnavailable, ReleaseEnvironments
 from tests.conftest import SIM_MODEL, wait_healthy
 from tests.sensors.conftest import defs_with_sensors, write_target
 from tests.sensors.sim_wheel import DISTRIBUTION, MODULE, build_sim_wheel

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hyperloom_assets.release_policy import AttemptRow, decide, read_attempt, timestamp
+from hyperloom_assets.core.releases.policy import AttemptRow, decide, read_attempt, timestamp
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

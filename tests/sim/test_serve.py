@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from hyperloom_assets.evidence import parse_sglang_server_args, parse_vllm_non_default_args
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 from hyperloom_assets.sim.predict import predict
-from hyperloom_assets.targets import Workload
 from tests.sim.conftest import LLAMA_8B, REPO
 
 TIME_SCALE = 10.0
@@ -106,7 +106,7 @@ def test_a_config_that_does_not_fit_fails_startup():
 
 @pytest.mark.parametrize("engine_args", [["--max-num-seqs", "8", "--enforce-eager"], ["--max-num-seqs", "16"]])
 def test_served_matches_predicted_within_15_percent(sim_server, engine_args):
-    from resources.bench_runner import measure
+    from hyperloom_assets.resources.bench.runner import measure
 
     workload = Workload(kind="random", isl=256, osl=64, concurrency=16, num_prompts=96)
     base_url, _ = sim_server(LLAMA_8B, "--gpu", "H100", "--time-scale", str(TIME_SCALE), *engine_args)

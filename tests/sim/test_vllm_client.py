@@ -24,7 +24,7 @@ main(parser.parse_args(sys.argv[1:]))
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hyperloom_assets.tiny_model import write_tiny_model
+    from hyperloom_assets.core.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-llama")
 

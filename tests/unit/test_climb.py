@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.climb import Budget, TrialMeasurement, TrialRecord, climb
-from hyperloom_assets.variants import Variant
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.core.planning.variants import Variant
 
 BASE = [100.0, 101.0, 99.0]
 

@@ -8,8 +8,15 @@ import math
 
 import pytest
 
-from hyperloom_assets.decisions import (
-    MAX_MEASUREMENTS, Outcome, decide_stack, decide_trial, failed, is_overtime, killed_overtime, look_confidence,
+from hyperloom_assets.core.decisions.rule import (
+    MAX_MEASUREMENTS,
+    Outcome,
+    decide_stack,
+    decide_trial,
+    failed,
+    is_overtime,
+    killed_overtime,
+    look_confidence,
 )
 
 BEST = [[100.0] * 3, [101.0] * 3]  # two launches; log launch means differ by ln(1.01)

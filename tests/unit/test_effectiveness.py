@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperloom_assets.offline_climb import SimScenario, run_offline_climb, true_throughput
-from hyperloom_assets.targets import Workload
+from benchmarks.support.offline_climb import SimScenario, run_offline_climb, true_throughput
+from hyperloom_assets.core.config.targets import Workload
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "llama-3-8b"
 OPERATOR = ["--max-num-seqs", "8", "--max-num-batched-tokens", "64"]

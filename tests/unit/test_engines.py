@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.engines import adapter_for
+from hyperloom_assets.resources.hosts.engines import adapter_for
 
 PY = Path("/venv/bin/python")
 MODEL = Path("/models/tiny")

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from hyperloom_assets.evidence import parse_sglang_server_args, parse_vllm_non_default_args
+from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 

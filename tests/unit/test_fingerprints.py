@@ -6,10 +6,15 @@ import hashlib
 import json
 from pathlib import Path
 
-from hyperloom_assets.fingerprints import (context_key, fingerprint_change, trial_fingerprint, variant_fingerprint,
-                                           workload_signature)
-from hyperloom_assets.targets import Workload
-from hyperloom_assets.variants import Variant
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.planning.fingerprints import (
+    context_key,
+    fingerprint_change,
+    trial_fingerprint,
+    variant_fingerprint,
+    workload_signature,
+)
+from hyperloom_assets.core.planning.variants import Variant
 
 
 def variant(name: str = "v", **change) -> Variant:

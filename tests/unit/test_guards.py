@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.guards import PREFIX_CACHE_OFF, consecutive_failures, is_argv_error, prefix_cache_refusal
-from hyperloom_assets.seed_grids import flavor_of
+from hyperloom_assets.core.decisions.guards import (
+    PREFIX_CACHE_OFF,
+    consecutive_failures,
+    is_argv_error,
+    prefix_cache_refusal,
+)
+from hyperloom_assets.core.planning.seed_grids import flavor_of
 
 
 @pytest.mark.parametrize("engine, args, evidence, refused", [

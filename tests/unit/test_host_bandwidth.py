@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hyperloom_assets.model_shape import shape_from_config
-from hyperloom_assets.roofline import decode_roofline
-from resources.host_bandwidth import host_hardware, host_key, host_measurement, measure_memory_bandwidth
+from hyperloom_assets.core.roofline.model_shape import shape_from_config
+from hyperloom_assets.core.roofline.roofline import decode_roofline
+from hyperloom_assets.resources.hosts.bandwidth import (
+    host_hardware,
+    host_key,
+    host_measurement,
+    measure_memory_bandwidth,
+)
 
 SMALL = {"array_bytes": 4 * 1024 * 1024, "matmul_n": 128, "runs": 2}
 TINY_SHAPE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hyperloom_assets.measurement import RepeatMetrics, RequestRecord
-from hyperloom_assets.metrics import repeat_metrics, summarize
+from hyperloom_assets.core.measurement.measurement import RepeatMetrics, RequestRecord
+from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
 
 
 def _records() -> list[RequestRecord]:

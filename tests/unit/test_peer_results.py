@@ -5,8 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from hyperloom_assets.peer_results import (
-    PeerResultError, combine_runs, read_aiperf_json, read_peer_result, read_sglang_results, read_vllm_result,
+from benchmarks.support.peer_results import (
+    PeerResultError,
+    combine_runs,
+    read_aiperf_json,
+    read_peer_result,
+    read_sglang_results,
+    read_vllm_result,
 )
 
 PEERS = Path(__file__).resolve().parents[1] / "fixtures" / "peers"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.fingerprints import trial_fingerprint, variant_fingerprint
-from hyperloom_assets.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
-from hyperloom_assets.seed_grids import SIM_HARNESS_FLAGS, engine_flags_for, load_grids
-from hyperloom_assets.targets import Workload
-from hyperloom_assets.variants import Variant, apply_variant, setting_key, split_args
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.planning.fingerprints import trial_fingerprint, variant_fingerprint
+from hyperloom_assets.core.planning.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
+from hyperloom_assets.core.planning.seed_grids import SIM_HARNESS_FLAGS, engine_flags_for, load_grids
+from hyperloom_assets.core.planning.variants import Variant, apply_variant, setting_key, split_args
 
 GRIDS = load_grids()
 RANDOM_16 = Workload(kind="random", isl=256, osl=64, concurrency=16)

@@ -5,9 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from resources.preflight import (
-    GpuToolOutputError, allocate_port, busy_gpus, is_serving_cmdline, parse_amd_smi, parse_nvidia_smi,
-    parse_rocm_smi, port_free, read_gpu_memory,
+from hyperloom_assets.resources.hosts.preflight import (
+    GpuToolOutputError,
+    allocate_port,
+    busy_gpus,
+    is_serving_cmdline,
+    parse_amd_smi,
+    parse_nvidia_smi,
+    parse_rocm_smi,
+    port_free,
+    read_gpu_memory,
 )
 
 TOOLS = Path(__file__).parents[1] / "fixtures" / "gpu_tools"
@@ -112,8 +119,8 @@ def test_host_preflight_names_a_foreign_server_and_a_busy_port(tmp_path):
     import sys
     import time
 
-    from hyperloom_assets.serving import ServerError
-    from resources.gpu_host import LocalHost, pool_name
+    from hyperloom_assets.core.measurement.serving import ServerError
+    from hyperloom_assets.resources.hosts.local import LocalHost, pool_name
 
     host = LocalHost(state_dir=str(tmp_path))
     assert host.pool() == pool_name("local") == "gpu_host_local"

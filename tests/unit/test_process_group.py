@@ -9,8 +9,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from resources.process_group import (
-    PIDFILE_SUFFIX, PidRecord, RefusedSignal, group_members, launch, reap_orphans, teardown, terminate_group,
+from hyperloom_assets.resources.hosts.process_group import (
+    PIDFILE_SUFFIX,
+    PidRecord,
+    RefusedSignal,
+    group_members,
+    launch,
+    reap_orphans,
+    teardown,
+    terminate_group,
 )
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

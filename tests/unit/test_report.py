@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from hyperloom_assets.climb import TrialRecord
-from hyperloom_assets.decisions import Decision, Outcome
-from hyperloom_assets.exploit_assets import run_measurement_warnings
-from hyperloom_assets.measurement import RepeatMetrics
-from hyperloom_assets.metrics import summarize
-from hyperloom_assets.report import ReportInputs, render_markdown
-from hyperloom_assets.variants import Variant
+from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.decisions.rule import Decision, Outcome
+from hyperloom_assets.core.measurement.measurement import RepeatMetrics
+from hyperloom_assets.core.measurement.metrics import summarize
+from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.report.markdown import ReportInputs, render_markdown, run_measurement_warnings
 
 SECTIONS = ("# Optimization report", "## Roofline", "## Trials", "## Stack", "## Concurrency sweep", "## Reproduce",
             "## Launch evidence", "## Environment", "## Warnings")

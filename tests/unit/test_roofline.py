@@ -5,11 +5,19 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from hyperloom_assets.model_shape import shape_from_config
-from hyperloom_assets.roofline import (Hardware, Roofline, achieved, decode_roofline, gpu_hardware,
-                                       kv_cache_dtype_from_args, workload_mean_context, workload_roofline)
-from hyperloom_assets.targets import Workload
-from hyperloom_assets.workloads import PlannedRequest
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.measurement.workloads import PlannedRequest
+from hyperloom_assets.core.roofline.model_shape import shape_from_config
+from hyperloom_assets.core.roofline.roofline import (
+    Hardware,
+    Roofline,
+    achieved,
+    decode_roofline,
+    gpu_hardware,
+    kv_cache_dtype_from_args,
+    workload_mean_context,
+    workload_roofline,
+)
 
 LLAMA_3_8B = {  # meta-llama/Meta-Llama-3-8B config.json
     "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,

@@ -9,9 +9,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperloom_assets.seed_grids import (GRIDS_DIR, SIM_HARNESS_FLAGS, GridError, Ladder, engine_flags_for, flavor_of,
-                                         grid_engine, harness_flags_for, load_grid_file, load_grids)
-from hyperloom_assets.variants import setting_key
+from hyperloom_assets.core.planning.seed_grids import (
+    GRIDS_DIR,
+    SIM_HARNESS_FLAGS,
+    GridError,
+    Ladder,
+    engine_flags_for,
+    flavor_of,
+    grid_engine,
+    harness_flags_for,
+    load_grid_file,
+    load_grids,
+)
+from hyperloom_assets.core.planning.variants import setting_key
 
 
 def test_shipped_grids_load_and_say_which_engine():

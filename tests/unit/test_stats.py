@@ -4,8 +4,14 @@ import math
 
 import pytest
 
-from hyperloom_assets.stats import (
-    between_launch_variance, launch_gain_interval, mean_ci95, percentile, spread_pct, t_critical, within_launch_floor,
+from hyperloom_assets.core.measurement.stats import (
+    between_launch_variance,
+    launch_gain_interval,
+    mean_ci95,
+    percentile,
+    spread_pct,
+    t_critical,
+    within_launch_floor,
 )
 
 

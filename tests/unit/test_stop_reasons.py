@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.stop_reasons import DESCRIPTIONS, StopReason, describe, markdown_table
+from hyperloom_assets.core.decisions.stop_reasons import DESCRIPTIONS, StopReason, describe, markdown_table
 
 REQUIRED = {"target_reached", "budget_exhausted", "time_exhausted", "no_more_candidates",
             "baseline_failed", "baseline_arg_error", "environment_unavailable"}

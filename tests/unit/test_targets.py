@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperloom_assets.targets import load_target, load_targets, TargetError
+from hyperloom_assets.core.config.targets import TargetError, load_target, load_targets
 
 GOOD = """\
 engine: vllm

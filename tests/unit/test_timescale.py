@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.metrics import summarize
-from hyperloom_assets.measurement import RepeatMetrics
+from hyperloom_assets.core.measurement.measurement import RepeatMetrics
+from hyperloom_assets.core.measurement.metrics import summarize
 from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
 
 

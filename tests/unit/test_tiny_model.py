@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hyperloom_assets import tiny_model
-from hyperloom_assets.model_shape import load_shape
+from hyperloom_assets.core import tiny_model
+from hyperloom_assets.core.roofline.model_shape import load_shape
 
 EXPECTED_FILES = {"config.json", "generation_config.json", "model.safetensors",
                   "tokenizer.json", "tokenizer_config.json"}
@@ -32,7 +32,7 @@ def test_writes_the_expected_files_of_a_few_megabytes(model_dir: Path) -> None:
 def test_a_second_run_in_another_process_writes_identical_bytes(model_dir: Path, tmp_path: Path) -> None:
     # Another process with two rayon threads: BPE training must not depend on scheduling.
     other = tmp_path / "again"
-    code = "import sys; from hyperloom_assets.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from hyperloom_assets.cli.main import main; sys.exit(main(sys.argv[1:]))"
     subprocess.run([sys.executable, "-c", code, "tiny-model", str(other)], check=True,
                    env={**os.environ, "RAYON_NUM_THREADS": "2"}, capture_output=True)
     for name in EXPECTED_FILES:

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from hyperloom_assets.variants import (Variant, apply_variant, changes_config, compose, effective_settings,
-                                       parse_args, split_args)
+from hyperloom_assets.core.planning.variants import (
+    Variant,
+    apply_variant,
+    changes_config,
+    compose,
+    effective_settings,
+    parse_args,
+    split_args,
+)
 
 
 def variant(name: str = "v", **change) -> Variant:

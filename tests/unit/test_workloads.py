@@ -6,10 +6,18 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hyperloom_assets.targets import Slo, Workload
-from hyperloom_assets.workloads import (
-    FIRST_ORDINARY_TOKEN, TraceError, build_plan, default_num_prompts, default_warmups, max_context_tokens,
-    read_trace, synthetic_trace, theoretical_prefix_hit_pct, write_trace,
+from hyperloom_assets.core.config.targets import Slo, Workload
+from hyperloom_assets.core.measurement.workloads import (
+    FIRST_ORDINARY_TOKEN,
+    TraceError,
+    build_plan,
+    default_num_prompts,
+    default_warmups,
+    max_context_tokens,
+    read_trace,
+    synthetic_trace,
+    theoretical_prefix_hit_pct,
+    write_trace,
 )
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"

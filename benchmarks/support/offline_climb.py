@@ -1,0 +1,168 @@
+"""The climb driven by sim predictions instead of server launches. Pure code.
+
+A scenario is a sim target: a model, a GPU, the operator's engine args and a workload.
+Its baseline is a noisy `predict()`; the planner gets what the `baseline` and `roofline`
+assets would give it (the engine's own launch record, the roofline, the achieved
+share) through `plan_for_target`, the function the assets call; every trial is a noisy
+`predict()` with a fresh seed, as a fresh server launch would be measured, judged by
+`climb()`. Benchmarks and tests use it to hold the optimizer's decisions against the
+sim's noise-free ground truth.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from hyperloom_assets.core.config.targets import Target, Workload
+from hyperloom_assets.core.decisions.climb import (
+    Budget,
+    ClimbResult,
+    TrialMeasurement,
+    TrialRecord,
+    climb,
+    launched_changes,
+)
+from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
+from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
+from hyperloom_assets.core.measurement.workloads import build_plan, default_warmups
+from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target
+from hyperloom_assets.core.planning.planner import PlanEvidence
+from hyperloom_assets.core.planning.stack import composition
+from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.results import BaselineResult
+from hyperloom_assets.core.roofline.gpus import gpu_spec
+from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.core.roofline.roofline import (
+    Roofline,
+    achieved,
+    gpu_hardware,
+    kv_cache_dtype_from_args,
+    workload_roofline,
+)
+from hyperloom_assets.sim.engine_args import resolve_config
+from hyperloom_assets.sim.launch_record import launch_record
+from hyperloom_assets.sim.perf_model import SimConfigError
+from hyperloom_assets.sim.predict import SimArgError, parse_engine_args, predict
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SimScenario(Strict):
+    name: str
+    model: Path
+    gpu: str
+    tp: int = 1
+    flavor: Literal["vllm", "sglang"] = "vllm"
+    server_args: list[str] = []  # the operator's engine args (no harness flags)
+    workload: Workload
+    max_trials: int = 16
+    target_gain_pct: float = 1000.0  # by default climb until the plan or the trials run out
+    noise_pct: float = 2.5
+    repeats: int = 3
+
+    def target(self) -> Target:
+        harness = ["--gpu", self.gpu, "--tp", str(self.tp), "--flavor", self.flavor]
+        return Target(engine="sim", model=self.model, server_args=[*harness, *self.server_args],
+                      workload=self.workload, max_trials=self.max_trials, target_gain_pct=self.target_gain_pct,
+                      repeats=self.repeats)
+
+
+class OfflineClimb(Strict):
+    scenario: str
+    baseline: Measurement  # the noisy baseline the climb anchored on
+    evidence: PlanEvidence
+    climb: ClimbResult
+    launches: int  # the baseline's plus every trial's, re-measures and the best's re-launches included
+    final_args: list[str]  # the stack's launched argv (harness flags included, as predict() takes them)
+
+
+def launch_evidence(scenario: SimScenario, args: list[str]) -> dict | None:
+    """What the sim's launch record says it ran with, read as the baseline asset reads it."""
+    parsed = parse_engine_args(scenario.model, args, scenario.flavor)
+    record = launch_record(parsed, resolve_config(parsed, scenario.flavor, gpu_spec(scenario.gpu).memory_gb))
+    return (parse_vllm_non_default_args if scenario.flavor == "vllm" else parse_sglang_server_args)(record)
+
+
+def noisy_prediction(scenario: SimScenario, args: list[str], seed: int) -> Measurement:
+    """What the measurement protocol would report for one launch with this seed."""
+    return predict(scenario.model, scenario.gpu, args, scenario.workload, flavor=scenario.flavor, tp=scenario.tp,
+                   seed=seed, noise_pct=scenario.noise_pct, repeats=scenario.repeats)
+
+
+def measure_once(scenario: SimScenario, args: list[str], seed: int) -> TrialMeasurement:
+    """One launch: a noisy prediction with this launch's seed, or the engine's refusal."""
+    try:
+        m = noisy_prediction(scenario, args, seed)
+    except SimArgError as exc:
+        return TrialMeasurement(error_class="argv_invalid", error=f"unrecognized arguments: {exc}", argv=args)
+    except SimConfigError as exc:
+        return TrialMeasurement(error_class="crash", error=str(exc), argv=args)
+    return TrialMeasurement(throughputs=m.repeats_throughputs(), measuring_s=sum(r.duration_s for r in m.repeats),
+                            argv=args)
+
+
+def true_throughput(scenario: SimScenario, args: list[str]) -> float | None:
+    """Noise-free predicted output throughput; None where the engine refuses the args."""
+    try:
+        return predict(scenario.model, scenario.gpu, args, scenario.workload, flavor=scenario.flavor,
+                       tp=scenario.tp).output_throughput
+    except (SimArgError, SimConfigError):
+        return None
+
+
+def sim_baseline(scenario: SimScenario, seed: int) -> BaselineResult:
+    target = scenario.target()
+    m = noisy_prediction(scenario, target.server_args, seed)
+    launch = LaunchRecord(argv=target.server_args, env={}, base_url="sim://", served_model=str(scenario.model),
+                          log_path=Path("/dev/null"), ready_s=0.0, evidence=launch_evidence(scenario, target.server_args))
+    contract = WorkloadContract(workload=scenario.workload, vocab_size=load_shape(scenario.model).vocab,
+                                max_model_len=load_shape(scenario.model).max_position_embeddings, num_prompts=None,
+                                warmups=default_warmups(scenario.workload.concurrency), repeats=scenario.repeats)
+    return BaselineResult(target=scenario.name, spec=ServerSpec(engine="sim", model=scenario.model), measurement=m,
+                          launch=launch, contract=contract, measurement_id=0, measuring_s=sum(r.duration_s for r in m.repeats),
+                          framework_version="sim", config_version="offline", context_key=scenario.name, run_id="offline")
+
+
+def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> tuple[Roofline, dict]:
+    """The roofline asset's computation for a sim target: the table's GPU times --tp."""
+    shape = load_shape(scenario.model)
+    workload = scenario.workload
+    plan = build_plan(workload, shape.vocab) if workload.kind == "agentic" else None
+    roofline = workload_roofline(shape, gpu_hardware(scenario.gpu, scenario.tp, shape.dtype), workload, plan=plan,
+                                 kv_cache_dtype=kv_cache_dtype_from_args(scenario.server_args))
+    m = baseline.measurement
+    return roofline, achieved(roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high)
+
+
+def run_offline_climb(scenario: SimScenario, seed: int = 0) -> OfflineClimb:
+    """The trials asset's climb with predictions for launches; each launch gets its own seed."""
+    target = scenario.target()
+    seeds = itertools.count(seed * 10_000 + 1)
+    baseline = sim_baseline(scenario, next(seeds))
+    roofline, reached = sim_roofline(scenario, baseline)
+    first_plan = plan_for_target(target, baseline, roofline, reached, keepers=[], tried=set())
+
+    def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
+        if not keepers:
+            return first_plan
+        return plan_for_target(target, baseline, roofline, reached, keepers=keepers, tried=tried)
+
+    def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
+        return measure_once(scenario, composition(target, launched_changes(keepers, variant)).argv, next(seeds))
+
+    ledger: dict[str, TrialRecord] = {}
+    budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
+    result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
+                   ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record))
+    return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
+                        evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
+                        launches=1 + sum(t.launch_count for t in result.trials),
+                        final_args=composition(target, result.keepers).argv)

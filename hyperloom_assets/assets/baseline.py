@@ -1,0 +1,177 @@
+"""The `baseline` asset: one launch, a discarded warm-up, N repeats, teardown, guards.
+
+Everything that can be checked before a launch is (target file, trace, context length,
+a retry identical to a failed one); the prefix-cache guard reads the engine's own
+launch account before a single request is measured.
+"""
+
+import dagster as dg
+from dagster import AssetExecutionContext
+
+from hyperloom_assets.core.config.identity import server_config_version
+from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.decisions import guards
+from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.workloads import (
+    TraceError,
+    build_plan,
+    default_num_prompts,
+    default_warmups,
+    max_context_tokens,
+)
+from hyperloom_assets.core.planning.fingerprints import context_key, workload_signature
+from hyperloom_assets.core.planning.variants import parse_args
+from hyperloom_assets.core.releases.run import ReleaseRun, release_from_tags
+from hyperloom_assets.core.results import BaselineResult
+from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.measure import run_measurement
+from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
+from hyperloom_assets.resources.releases.identity import framework_identity
+from hyperloom_assets.resources.releases.ledger import ReleaseLedger
+from hyperloom_assets.resources.store.results import ResultStore
+
+
+def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
+    """A failed baseline: never materialized, never an anchor; the run stops here."""
+    return dg.Failure(description=f"{stop_reason}: {message}", metadata={"stop_reason": stop_reason, **metadata})
+
+
+# Flags that cap the context below the model's own maximum, per engine.
+MAX_LEN_FLAGS = ("--max-model-len", "--context-length")
+
+
+def max_model_len(target: Target) -> int:
+    """The server's context limit: the operator's cap when given, else the model's."""
+    limit = load_shape(target.model).max_position_embeddings
+    args = parse_args(target.server_args)
+    for flag in MAX_LEN_FLAGS:
+        value = args.get(flag)
+        if value is not None and value.isdigit():
+            limit = min(limit, int(value))
+    return limit
+
+
+def workload_contract(target: Target) -> WorkloadContract:
+    """Fix the workload every later measurement reuses; bad input fails before a launch."""
+    shape = load_shape(target.model)
+    limit = max_model_len(target)
+    workload = target.workload
+    try:
+        plan = build_plan(workload, shape.vocab)
+    except TraceError as exc:
+        raise baseline_failure("baseline_failed", f"bad trace: {exc}") from exc
+    longest = max_context_tokens(plan)
+    if longest > limit:
+        raise baseline_failure("baseline_failed", f"workload: a request needs {longest} tokens of context, more than the "
+                               f"server's max model length {limit} ({target.model / 'config.json'}, server_args)")
+    num_prompts = None
+    if workload.kind != "agentic":
+        num_prompts = workload.num_prompts or default_num_prompts(workload.concurrency, workload.isl or 0, workload.osl or 0)
+    return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=limit,
+                            num_prompts=num_prompts, warmups=default_warmups(workload.concurrency), repeats=target.repeats)
+
+
+def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> int:
+    """Refuse a retry identical to the last failure; return the failures so far."""
+    rows = store.baseline_attempts(name)
+    if rows and rows[-1]["outcome"] != "ok" and rows[-1]["fingerprint"] == attempt:
+        raise baseline_failure("baseline_failed", "dropped as a duplicate: identical args, env and engine to the failed "
+                               f"attempt of run {rows[-1]['run_id']} ({rows[-1]['outcome']}); change something first")
+    return guards.consecutive_failures([row["outcome"] for row in rows])
+
+
+def prefix_cache_guard(target: Target):
+    def check(launch: LaunchRecord) -> None:
+        refusal = guards.prefix_cache_refusal(target.engine, target.server_args, launch.evidence, target.workload.kind)
+        if refusal is not None:
+            raise ServerError("prefix_cache_off", refusal.message(), argv=launch.argv)
+    return check
+
+
+def baseline_metadata(result: BaselineResult) -> dict:
+    m = result.measurement
+    metadata = {key: float(getattr(m, key)) for key in (
+        "output_throughput", "output_throughput_ci_low", "output_throughput_ci_high", "request_throughput",
+        "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms")}
+    metadata.update(
+        completed=float(m.completed), repeats=len(m.repeats),
+        launch_evidence=dg.MetadataValue.json(result.launch.evidence or {"record": "unknown"}),
+        argv=dg.MetadataValue.text(result.launch.argv_text), env=dg.MetadataValue.json(result.spec.env),
+        converged=m.converged, client_saturated=m.client_saturated,
+        server_log=dg.MetadataValue.path(str(result.launch.log_path)),
+        ready_s=result.launch.ready_s, context_key=result.context_key,
+    )
+    if m.theoretical_prefix_hit_pct is not None:
+        metadata["theoretical_prefix_hit_pct"] = float(m.theoretical_prefix_hit_pct)
+    return metadata
+
+
+def _stop_reason(error: ServerError) -> str:
+    return "baseline_arg_error" if error.error_class == "argv_invalid" else "baseline_failed"
+
+
+def prepare_release(tags, name: str, envs: ReleaseEnvironments, store: ResultStore) -> ReleaseRun | None:
+    """For a release-triggered run: the release's environment, built if needed."""
+    release = release_from_tags(tags)
+    if release is None:
+        return None
+    package, version = release
+    try:
+        python = envs.python_for(package, version)
+    except EnvironmentUnavailable as exc:
+        ReleaseLedger(store).record(name, package, version, "environment_unavailable", exc.reason)
+        raise baseline_failure("environment_unavailable", str(exc), package=package, version=version) from exc
+    return ReleaseRun(package=package, version=version, python=python, previous_stack=store.latest_stack(name))
+
+
+def measure_baseline(context, target: Target, contract: WorkloadContract, host, bench, store: ResultStore,
+                     release: ReleaseRun | None) -> BaselineResult:
+    name, run_id = context.partition_key, context.run.run_id
+    framework_version = release.identity if release else framework_identity(target.engine, target.framework_tree)
+    config_version = server_config_version(target)
+    attempt = f"{config_version}/{framework_version}"
+    failures = check_not_duplicate(store, name, attempt)
+    spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env,
+                      python=release.python if release else None)
+    signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
+    key = context_key(name, signature, framework_version, config_version)
+    try:
+        measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
+                                   contract=contract, run_dir=step_dir(host, name, run_id, "baseline"),
+                                   run_id=run_id, context_key=key, check_launch=prefix_cache_guard(target))
+    except ServerError as exc:
+        # A busy host says nothing about the config, so it is not an attempt of it.
+        if exc.error_class != "preflight":
+            store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
+                                          detail=str(exc), run_id=run_id)
+        if release is not None:
+            ReleaseLedger(store).record(name, release.package, release.version, "failed", str(exc), run_id=run_id)
+        raise baseline_failure(_stop_reason(exc), str(exc), error_class=exc.error_class,
+                               consecutive_failures=failures + 1) from exc
+    store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
+    return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
+                          contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,
+                          framework_version=framework_version, config_version=config_version, context_key=key,
+                          run_id=run_id, release=release)
+
+
+def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
+    @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
+              deps=["framework_tree", "server_config"],
+              description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
+    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
+                 store: ResultStore, envs: ReleaseEnvironments) -> dg.Output[BaselineResult]:
+        target = catalog.target(context.partition_key)
+        contract = workload_contract(target)  # bad input fails before a release env or a server
+        release = prepare_release(context.run.tags, context.partition_key, envs, store)
+        result = measure_baseline(context, target, contract, host, bench, store, release)
+        context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
+                         result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
+        return dg.Output(result, metadata=baseline_metadata(result))
+
+    return baseline

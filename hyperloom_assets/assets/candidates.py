@@ -1,0 +1,29 @@
+"""The `candidates` asset: the first plan of variants, best first, each with its reason."""
+
+import dagster as dg
+from dagster import AssetExecutionContext
+
+from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
+from hyperloom_assets.core.planning.plan_evidence import plan_for_target
+from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.report.rendering import variants_table
+from hyperloom_assets.core.results import BaselineResult, RooflineResult
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.store.results import ResultStore
+
+
+def build_candidates_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="explore",
+              description="The first plan: variants with fingerprint, provenance and reason, best first.")
+    def candidates(context: AssetExecutionContext, catalog: TargetCatalog, store: ResultStore,
+                   baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[list[Variant]]:
+        target = catalog.target(context.partition_key)
+        variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
+        # Variants already in this context's ledger stay in the plan: the climb replays
+        # their recorded outcome instead of measuring them again.
+        recorded = {row["fingerprint"] for row in store.trials(baseline.context_key)}
+        return dg.Output(variants, metadata={
+            "count": len(variants), "in_ledger": sum(variant_fingerprint(v) in recorded for v in variants),
+            "plan": dg.MetadataValue.md(variants_table(variants, recorded))})
+
+    return candidates

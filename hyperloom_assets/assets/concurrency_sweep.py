@@ -1,0 +1,59 @@
+"""The `concurrency_sweep` asset: baseline and stack over the concurrency ladder."""
+
+import dagster as dg
+import polars as pl
+from dagster import AssetExecutionContext
+
+from hyperloom_assets.core.planning.stack import stack_spec
+from hyperloom_assets.core.report.plots import plot_sweep
+from hyperloom_assets.core.report.rendering import table
+from hyperloom_assets.core.results import BaselineResult, StackResult, SweepResult
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.measure import run_sweep
+from hyperloom_assets.resources.store.results import ResultStore
+
+
+def sweep_rows(config: str, results) -> list[dict]:
+    return [{"config": config, "concurrency": rung, "output_throughput": m.output_throughput,
+             "request_throughput": m.request_throughput, "tpot_p50_ms": m.tpot_p50_ms,
+             "interactivity": m.interactivity, "ttft_p50_ms": m.ttft_p50_ms, "completed": m.completed}
+            for rung, m in results]
+
+
+def build_sweep_asset(partitions: dg.PartitionsDefinition, pool: str):
+    @dg.asset(partitions_def=partitions, group_name="sweep", pool=pool,
+              description="Baseline and stack over the concurrency ladder, one launch per configuration.")
+    def concurrency_sweep(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+                          bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
+                          optimization_stack: StackResult) -> dg.Output[SweepResult]:
+        name = context.partition_key
+        target = catalog.target(name)
+        ladder = target.sweep_ladder()
+        configs = [("baseline", baseline.spec)]
+        if optimization_stack.keepers:
+            configs.append(("stack", stack_spec(target, optimization_stack.keepers, baseline.spec)))
+        rows: list[dict] = []
+        for label, spec in configs:
+            folder = step_dir(host, name, context.run.run_id, f"sweep-{label}")
+            results = run_sweep(host=host, bench=bench, store=store, target=name, spec=spec, contract=baseline.contract,
+                                rungs=ladder, run_dir=folder, run_id=context.run.run_id, context_key=baseline.context_key)
+            rows += sweep_rows(label, results)
+        if not optimization_stack.keepers:  # the stack is the baseline: same server, same numbers
+            rows += [{**row, "config": "stack"} for row in rows]
+        plots = plot_sweep(rows, step_dir(host, name, context.run.run_id, "sweep-plots"))
+        frame = pl.DataFrame(rows)
+        return dg.Output(SweepResult(rows=rows, plots=[str(p) for p in plots]), metadata={
+            "rungs": dg.MetadataValue.json(ladder), "table": dg.MetadataValue.md(_frame_markdown(frame)),
+            "plot_concurrency": dg.MetadataValue.path(str(plots[0])),
+            "plot_interactivity": dg.MetadataValue.path(str(plots[1])),
+        })
+
+    return concurrency_sweep
+
+
+def _frame_markdown(frame: pl.DataFrame) -> str:
+    rows = [[f"{v:,.2f}" if isinstance(v, float) else v for v in row] for row in frame.iter_rows()]
+    return table(frame.columns, rows)

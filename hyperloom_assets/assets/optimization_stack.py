@@ -1,0 +1,110 @@
+"""The `optimization_stack` asset: the keepers composed, the gain validated.
+
+The climb says what helped on the way; the stack is validated against the baseline on
+fresh servers, interleaved (base, stack, base, stack), so the headline gain has its own
+interval that the climb's selection cannot inflate.
+"""
+
+import shlex
+import statistics
+
+import dagster as dg
+from dagster import AssetExecutionContext
+
+from hyperloom_assets.core.decisions.rule import validated_gain
+from hyperloom_assets.core.measurement.stats import Launches, repeats_of
+from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
+from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.releases.run import stack_verdict
+from hyperloom_assets.core.results import BaselineResult, StackResult, TrialsResult
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.measure import run_measurement
+from hyperloom_assets.resources.store.results import ResultStore
+
+VALIDATION_PAIRS = 2
+
+
+def validate_stack(context, target, host, bench, store, baseline: BaselineResult, keepers: list[Variant],
+                   label_prefix: str = "validate"):
+    """Base, stack, base, stack on fresh servers; returns each side's launches and the stack's argv."""
+    base_spec, top_spec = baseline.spec, stack_spec(target, keepers, baseline.spec)
+    base: Launches = []
+    top: Launches = []
+    top_argv: list[str] = []
+    for pair in range(1, VALIDATION_PAIRS + 1):
+        for label, spec, launches in (("base", base_spec, base), ("stack", top_spec, top)):
+            folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
+            measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
+                                       kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
+                                       run_id=context.run.run_id, context_key=baseline.context_key)
+            launches.append(measured.measurement.repeats_throughputs())
+            if label == "stack":
+                top_argv = measured.launch.argv
+            context.log.info("validation pair %d %s: %.1f tok/s", pair, label, measured.measurement.output_throughput)
+    return base, top, top_argv
+
+
+def release_check(context, target, host, bench, store, baseline: BaselineResult,
+                  others: list[Launches]) -> dict | None:
+    """On a release run: does the stack validated before still hold on the new release?"""
+    release = baseline.release
+    if release is None or not release.previous_stack or not release.previous_stack["keepers"]:
+        return None
+    previous = [Variant.model_validate(v) for v in release.previous_stack["keepers"]]
+    base, top, _ = validate_stack(context, target, host, bench, store, baseline, previous, "release-check")
+    gain, low, high = validated_gain(top, base, others)
+    before = float(release.previous_stack["result"]["validated_gain_pct"])
+    holds, sentence = stack_verdict(before, gain, low, high)
+    (context.log.info if holds else context.log.warning)("%s==%s: %s", release.package, release.version, sentence)
+    return {"release": f"{release.package}=={release.version}", "holds": holds, "summary": sentence,
+            "gain_pct": gain, "ci_low": low, "ci_high": high, "previous_gain_pct": before}
+
+
+def stack_result(target, baseline: BaselineResult, trials: TrialsResult, base: Launches, top: Launches,
+                 top_argv: list[str]) -> StackResult:
+    keepers = trials.climb.keepers
+    stack = composition(target, keepers)
+    validated = bool(keepers)
+    if validated:
+        gain, low, high = validated_gain(top, base, list(trials.climb.evidence.values()))
+        final = statistics.fmean(repeats_of(top))
+    else:
+        gain = low = high = 0.0
+        final = baseline.measurement.output_throughput
+        top_argv = baseline.launch.argv
+    return StackResult(keepers=keepers, conflicts=[c.describe() for c in stack.conflicts],
+                       final_argv=final_command(target, top_argv), launch_argv=top_argv, final_env=stack.env,
+                       validated=validated, base_launches=base, stack_launches=top, final_output_throughput=final,
+                       validated_gain_pct=gain, validated_gain_ci_low=low, validated_gain_ci_high=high,
+                       stop_reason=trials.climb.stop_reason)
+
+
+def build_stack_asset(partitions: dg.PartitionsDefinition, pool: str):
+    @dg.asset(partitions_def=partitions, group_name="exploit", pool=pool,
+              description="The keepers composed; the gain validated interleaved on fresh servers.")
+    def optimization_stack(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+                           bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
+                           trials: TrialsResult) -> dg.Output[StackResult]:
+        target = catalog.target(context.partition_key)
+        base, top, argv = [], [], []
+        if trials.climb.keepers:
+            base, top, argv = validate_stack(context, target, host, bench, store, baseline, trials.climb.keepers)
+        result = stack_result(target, baseline, trials, base, top, argv)
+        result.release_check = release_check(context, target, host, bench, store, baseline,
+                                             list(trials.climb.evidence.values()))
+        store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
+                           keepers=[k.model_dump(mode="json") for k in result.keepers],
+                           result=result.model_dump(mode="json", exclude={"keepers"}))
+        return dg.Output(result, metadata={
+            "final_output_throughput": result.final_output_throughput,
+            "validated_gain_pct": result.validated_gain_pct, "validated_gain_ci_low": result.validated_gain_ci_low,
+            "validated_gain_ci_high": result.validated_gain_ci_high, "validated": result.validated,
+            "final_argv": dg.MetadataValue.text(shlex.join(result.final_argv)),
+            "final_env": dg.MetadataValue.json(result.final_env), "stop_reason": result.stop_reason,
+            "conflicts": dg.MetadataValue.json(result.conflicts),
+        })
+
+    return optimization_stack

@@ -1,0 +1,125 @@
+"""The one table of thresholds and the decision rule (DESIGN.md, "Decisions"). Pure code.
+
+A trial compares a variant's launches with the running best's: each side is a list of
+launches, each launch a list of per-repeat output throughputs. gain = (variant - best) /
+best, as a ratio of geometric means of launch means. KEEP needs both a gain of at least
+MIN_GAIN_PCT and an interval of the gain that excludes zero; a gain under the threshold,
+or an interval that says worse, is REVERT; anything else is NEEDS_REVIEW and is measured
+again (the variant, and the best beside it), MAX_MEASUREMENTS times in all, after which
+it is REVERT. A keeper joins the stack only if the whole stack stays STACK_MARGIN_PCT
+above the running best.
+
+Departure from DESIGN.md, measured in benchmarks/decision_launch_noise.py and
+benchmarks/noise.py: the interval is launch-level (stats.launch_gain_interval), because
+repeats on one server share that launch's offset; and the 95% holds for the whole trial,
+not per look (Bonferroni), because looking again after NEEDS_REVIEW is another chance for
+noise: the 5% is split evenly over the looks that can keep. A look without a
+launch-level interval (no config launched twice yet) cannot keep and spends nothing, so
+a trial whose first look had none splits it over the two looks left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict
+
+from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval
+
+MIN_GAIN_PCT = 1.0
+STACK_MARGIN_PCT = 0.5
+MAX_MEASUREMENTS = 3  # a NEEDS_REVIEW variant is measured at most this often in all
+TRIAL_CONFIDENCE = 0.95  # over all of a trial's looks together
+VALIDATION_CONFIDENCE = 0.95  # the stack's validated gain is one look
+OVERTIME_FACTOR = 2.0  # measuring past this multiple of the baseline's is KILLED_OVERTIME
+
+
+class Outcome(str, Enum):
+    KEEP = "KEEP"
+    REVERT = "REVERT"
+    NEEDS_REVIEW = "NEEDS_REVIEW"
+    KEEP_UNSTABLE = "KEEP_UNSTABLE"
+    FAILED = "FAILED"
+    KILLED_OVERTIME = "KILLED_OVERTIME"
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Outcome
+    gain_pct: float | None = None
+    ci_low_pct: float | None = None  # the look's interval of the gain, in %; None before one exists
+    ci_high_pct: float | None = None
+    reason: str
+
+
+def _interval_text(low: float, high: float, confidence: float) -> str:
+    return f"{100 * confidence:.1f}% interval [{low:+.2f}%, {high:+.2f}%]"
+
+
+def look_confidence(tests: int) -> float:
+    """Each of `tests` looks that can keep spends an equal share of the trial's 5%."""
+    return 1 - (1 - TRIAL_CONFIDENCE) / tests
+
+
+def decide_trial(variant: Launches, best: Launches, others: Sequence[Launches] = (),
+                 measurements: int = 1, tests: int = MAX_MEASUREMENTS) -> Decision:
+    """Judge a variant against the running best.
+
+    `variant` and `best` hold every launch so far; `others` is the run's other evidence,
+    which sharpens the launch-noise estimate. `measurements` counts the variant's looks;
+    `tests` is how many of the trial's looks can keep (see the module docstring).
+    """
+    confidence = look_confidence(tests)
+    gain, low, high = launch_gain_interval(variant, best, others, confidence)
+    known = high != float("inf")
+    numbers = dict(gain_pct=gain, ci_low_pct=low if known else None, ci_high_pct=high if known else None)
+    interval = _interval_text(low, high, confidence) if known else "no launch-level interval yet"
+    if high < 0:
+        return Decision(outcome=Outcome.REVERT, reason=f"worse than the running best: {interval}", **numbers)
+    if gain < MIN_GAIN_PCT:
+        return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% is under {MIN_GAIN_PCT}%", **numbers)
+    if low > 0:
+        return Decision(outcome=Outcome.KEEP, reason=f"gain {gain:+.2f}%, {interval} excludes zero", **numbers)
+    if measurements >= MAX_MEASUREMENTS:
+        return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% but {interval} still includes zero "
+                        f"after {measurements} measurements", **numbers)
+    why = f"{interval} includes zero" if known else f"{interval} (one launch of each)"
+    return Decision(outcome=Outcome.NEEDS_REVIEW, reason=f"gain {gain:+.2f}% but {why}; "
+                    f"measure again ({measurements} of {MAX_MEASUREMENTS})", **numbers)
+
+
+def decide_stack(stack: Launches, best: Launches) -> Decision:
+    """May a keeper join? Only if the whole stack stays STACK_MARGIN_PCT above the best."""
+    gain, _, _ = launch_gain_interval(stack, best)
+    if gain >= STACK_MARGIN_PCT:
+        return Decision(outcome=Outcome.KEEP, reason=f"the stack is {gain:+.2f}% over the running best",
+                        gain_pct=gain)
+    return Decision(outcome=Outcome.KEEP_UNSTABLE, reason=f"the stack is only {gain:+.2f}% over the running best "
+                    f"(needs {STACK_MARGIN_PCT}%); evicted", gain_pct=gain)
+
+
+def failed(reason: str) -> Decision:
+    """A crash, an argv rejection or a timeout."""
+    return Decision(outcome=Outcome.FAILED, reason=reason)
+
+
+def is_overtime(measuring_s: float, baseline_measuring_s: float) -> bool:
+    """Measuring (after readiness) past OVERTIME_FACTOR times the baseline's."""
+    return baseline_measuring_s > 0 and measuring_s > OVERTIME_FACTOR * baseline_measuring_s
+
+
+def killed_overtime(measuring_s: float, baseline_measuring_s: float) -> Decision:
+    return Decision(outcome=Outcome.KILLED_OVERTIME,
+                    reason=f"measuring took {measuring_s:.1f}s, more than {OVERTIME_FACTOR:g}x "
+                           f"the baseline's {baseline_measuring_s:.1f}s")
+
+
+def validated_gain(top: Launches, base: Launches, others: list[Launches]) -> tuple[float, float, float]:
+    """Gain of `top` over `base` and its 95% interval, in percent, launch by launch.
+
+    The gain comes from the validation's own launches only, so the climb's selection
+    cannot inflate it; `others` (the climb's evidence) only sharpens the launch-noise estimate.
+    """
+    return launch_gain_interval(top, base, others, VALIDATION_CONFIDENCE)

@@ -1,0 +1,20 @@
+"""The workload contract: what every measurement of a target reuses. Pure code."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from hyperloom_assets.core.config.targets import Workload
+
+
+class WorkloadContract(BaseModel):
+    """What every measurement of a target reuses (invariant 4), fixed by its baseline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workload: Workload
+    vocab_size: int
+    max_model_len: int
+    num_prompts: int | None  # None: agentic, the whole trace per round
+    warmups: int
+    repeats: int

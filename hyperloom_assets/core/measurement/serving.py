@@ -1,0 +1,60 @@
+"""What a server launch is asked for and how it can fail. Pure code.
+
+The host resource (`resources/hosts/local.py`) turns a ServerSpec into a running server;
+every failure it raises is a ServerError whose `error_class` is one of ERROR_CLASSES,
+carrying the log tail, so trials can record FAILED with a class and assets can fail
+with a message that says what happened.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off")
+
+
+class ServerSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    engine: str  # vllm | sglang | atom | sim
+    model: Path
+    server_args: list[str] = []
+    env: dict[str, str] = {}  # set on top of the inherited environment
+    unset_env: list[str] = []  # removed from the inherited environment
+    python: Path | None = None  # the interpreter that serves; default: this venv's
+    startup_timeout_s: float | None = None  # default: the engine's, longer when cold
+
+
+class LaunchRecord(BaseModel):
+    """What was launched and what the engine says it ran with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    argv: list[str]
+    env: dict[str, str]
+    base_url: str
+    served_model: str
+    log_path: Path
+    ready_s: float
+    evidence: dict[str, Any] | None = None  # None: the launch record was unreadable
+    engine_version: str | None = None
+
+    @property
+    def argv_text(self) -> str:
+        return shlex.join(self.argv)
+
+
+class ServerError(RuntimeError):
+    """A launch that did not give a ready server; the server is already torn down."""
+
+    def __init__(self, error_class: str, message: str, log_tail: str = "", argv: list[str] | None = None):
+        assert error_class in ERROR_CLASSES, error_class
+        self.error_class = error_class
+        self.log_tail = log_tail
+        self.argv = argv or []
+        detail = f"\n--- server log tail ---\n{log_tail}" if log_tail else ""
+        super().__init__(f"{error_class}: {message}{detail}")

@@ -1,0 +1,366 @@
+"""The plan: which variants to try next, best first, and why. Pure code.
+
+Candidates come from the engine's seed grid (hyperloom_assets/core/planning/grids/) expressed relative
+to the current base, and from ablations of the operator's own args and envs (drop one
+inherited flag with its value, or unset one inherited env; never a counter-flag).
+Each is scored by one rule of RULES below; its `reason` names that rule. `replan` is the
+same plan on top of the stack of keepers, so a knob that binds only once another moved
+(the token budget after the sequence cap is raised) comes back with a higher score.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
+from hyperloom_assets.core.planning.seed_grids import (
+    GridEntry,
+    SeedGrid,
+    When,
+    engine_flags_for,
+    grid_engine,
+    harness_flags_for,
+    load_grids,
+)
+from hyperloom_assets.core.planning.variants import (
+    EffectiveConfig,
+    Variant,
+    apply_variant,
+    canonical_flag,
+    compose,
+    effective_settings,
+    setting_key,
+    split_args,
+)
+
+
+class Rule(NamedTuple):
+    score: float
+    per_prefix_share: float  # added score per unit of prefix share (0..1)
+    text: str
+
+
+# The scoring table. A variant's expected value is its rule's score (plus the prefix
+# term where one is given), halved when the variant is accuracy-risky. Ties: grid
+# variants before ablations, then by name with numbers in numeric order.
+RULES: dict[str, Rule] = {
+    "cap_raise_to_concurrency": Rule(100, 0, "the sequence cap is below the concurrency; this lifts it to at least the concurrency"),
+    "cuda_graphs_gpu": Rule(90, 0, "CUDA graphs were turned off; graphs remove per-step launch overhead"),
+    "cap_raise_partial": Rule(80, 0, "the sequence cap binds; this raises it, still below the concurrency"),
+    "budget_up_cap_free": Rule(70, 0, "the cap no longer binds (cap >= concurrency), so the token budget is next; raise it"),
+    "fp8_kv_pressure": Rule(60, 0, "memory-bound with KV pressure (or near the memory roofline): halve KV bytes"),
+    "kv_capacity_pressure": Rule(50, 0, "KV under pressure (preemptions or high usage): give it more room"),
+    "speculative": Rule(45, 0, "the model ships MTP layers: speculative decoding"),
+    "cap_unknown": Rule(40, 0, "the engine's sequence cap is unknown; set one around the concurrency"),
+    "cuda_graphs_cpu": Rule(40, 0, "no CUDA graphs on CPU; dropping eager mode only turns on compilation"),
+    "compilation_level": Rule(40, 0, "a different compilation level"),
+    "cap_lower_kv_pressure": Rule(35, 0, "the cap does not bind and KV is under pressure; a lower cap can stop preemptions"),
+    "parallelism": Rule(35, 0, "MoE model: expert or data-parallel attention layout"),
+    "budget_up_cap_binding": Rule(30, 0, "a larger token budget, while the sequence cap still binds"),
+    "fp8_kv_memory": Rule(30, 0, "memory-bound: fewer KV bytes per step"),
+    "cuda_graph_bs": Rule(30, 0, "CUDA graphs sized to the running batch"),
+    "ablation": Rule(30, 0, "drop one of the operator's own settings: it may be holding the engine back"),
+    "stream_interval": Rule(25, 0, "fewer, larger streamed chunks"),
+    "cpu_threads": Rule(25, 0, "CPU host: thread placement of the CPU backend"),
+    "prefix_cache": Rule(20, 60, "prefix caching, worth the share of prompt tokens that repeat"),
+    "cap_other": Rule(15, 0, "the cap does not bind; moving it changes little"),
+    "fp8_kv_other": Rule(15, 0, "fp8 KV without memory-bound evidence"),
+    "block_size": Rule(15, 0, "a different KV block size"),
+    "schedule_policy": Rule(10, 40, "prefix-aware scheduling, worth the share of prompt tokens that repeat"),
+    "kv_capacity_other": Rule(10, 0, "more KV room without evidence of pressure"),
+    "budget_down": Rule(10, 0, "a smaller token budget"),
+}
+RISKY_FACTOR = 0.5
+SHARED_PREFIX_MIN = 0.1  # prefix share from which `when: {shared_prefix: true}` holds
+KV_PRESSURE_USAGE_PCT = 90.0
+NEAR_ROOFLINE_PCT = 80.0
+
+
+class PlanEvidence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    binding: Literal["memory", "compute"] | None = None  # the roofline's binding bound
+    achieved_pct: float | None = None  # achieved throughput as % of the roofline
+    sequence_cap: int | None = None  # the engine's resolved cap (launch evidence), if known
+    prefix_share: float = Field(default=0.0, ge=0, le=1)  # theoretical prefix hit or prefix_len/isl
+    preemptions: int | None = None
+    kv_usage_pct: float | None = None
+    host: Literal["gpu", "cpu"] = "gpu"
+    moe: bool = False
+    has_mtp: bool = False
+    fp8_model: bool = False
+
+    def kv_pressure(self) -> bool | None:
+        """True on preemptions or near-full KV; None when neither is known."""
+        if self.preemptions is None and self.kv_usage_pct is None:
+            return None
+        return bool(self.preemptions) or (self.kv_usage_pct or 0) >= KV_PRESSURE_USAGE_PCT
+
+
+def prefix_share_of(workload: Workload, theoretical_prefix_hit_pct: float | None = None) -> float:
+    """The share of prompt tokens a prefix cache could reuse."""
+    if theoretical_prefix_hit_pct is not None:
+        return max(0.0, min(1.0, theoretical_prefix_hit_pct / 100))
+    if workload.kind == "shared_prefix" and workload.isl:
+        return min(1.0, workload.prefix_len / workload.isl)
+    return 0.0
+
+
+class Proposal(NamedTuple):
+    variant: Variant
+    family: str  # a ScoringFamily of the grid, or "ablation"
+    new_value: int | None = None  # for the sequence-cap and token-budget ladders
+
+
+class Base(NamedTuple):
+    """What the plan is relative to: the running base and the knobs around it."""
+    grid: SeedGrid
+    args: list[str]
+    env: dict[str, str]
+    evidence: PlanEvidence
+    concurrency: int
+    isl: int | None
+    cap: int | None
+    budget: int | None
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def current_value(grid: SeedGrid, args: list[str], flag: str, host: str) -> str | None:
+    """A flag's value in the args, else the engine's default for the host."""
+    settings = effective_settings(args, grid.boolean_flag_set())
+    if setting_key(flag) in settings:
+        return settings[setting_key(flag)][1]
+    return grid.default_value(flag, host)
+
+
+def effective_sequence_cap(grid: SeedGrid, args: list[str], evidence: PlanEvidence) -> int | None:
+    """The cap as launched: the args, else the engine's resolved value, else its default."""
+    settings = effective_settings(args, grid.boolean_flag_set())
+    if setting_key(grid.sequence_cap_flag) in settings:
+        return _int_or_none(settings[setting_key(grid.sequence_cap_flag)][1])
+    if evidence.sequence_cap is not None:
+        return evidence.sequence_cap
+    return _int_or_none(grid.default_value(grid.sequence_cap_flag, evidence.host))
+
+
+def _holds(when: When, evidence: PlanEvidence) -> bool:
+    checks = [
+        when.host is None or when.host == evidence.host,
+        when.shared_prefix is None or when.shared_prefix == (evidence.prefix_share >= SHARED_PREFIX_MIN),
+        when.moe is None or when.moe == evidence.moe,
+        when.has_mtp is None or when.has_mtp == evidence.has_mtp,
+        when.fp8_model is None or when.fp8_model == evidence.fp8_model,
+    ]
+    return all(checks)
+
+
+def _seed(entry: GridEntry, name: str, add_args: list[str] | None = None, set_env: dict[str, str] | None = None) -> Variant:
+    return Variant(name=name, add_args=add_args or [], set_env=set_env or {}, provenance="seed_grid",
+                   reason=entry.doc or entry.name, accuracy_risky=entry.accuracy_risky)
+
+
+def _entry_proposals(entry: GridEntry, base: Base) -> list[Proposal]:
+    if entry.flag is not None and entry.ladder is not None:
+        current = _int_or_none(current_value(base.grid, base.args, entry.flag, base.evidence.host))
+        numbers = entry.ladder.numbers(base.concurrency, base.isl, current)
+        return [Proposal(_seed(entry, f"{entry.name}={entry.ladder.render(n)}", [entry.flag, entry.ladder.render(n)]), entry.rule, n)
+                for n in numbers]
+    if entry.flag is not None:
+        return [Proposal(_seed(entry, f"{entry.name}={c}", [entry.flag, c]), entry.rule, _int_or_none(c)) for c in entry.choices]
+    if entry.env_var is not None:
+        return [Proposal(_seed(entry, f"{entry.name}={c}", set_env={entry.env_var: c}), entry.rule) for c in entry.choices]
+    return [Proposal(_seed(entry, entry.name, list(entry.add_args), dict(entry.set_env)), entry.rule)]
+
+
+def seed_proposals(base: Base) -> list[Proposal]:
+    proposals: list[Proposal] = []
+    for entry in base.grid.entries:
+        if _holds(entry.when, base.evidence):
+            proposals += _entry_proposals(entry, base)
+    return proposals
+
+
+def ablation_proposals(base: Base, operator_args: list[str], operator_env: dict[str, str],
+                       protected: set[str]) -> list[Proposal]:
+    """Drop one inherited flag (with its value) or unset one inherited env."""
+    booleans = base.grid.boolean_flag_set()
+    present = effective_settings(base.args, booleans)
+    keep = {setting_key(f) for f in base.grid.keep_flags} | protected
+    rules = {canonical_flag(k) if k.startswith("-") else k: v for k, v in base.grid.ablation_rules.items()}
+    ladders = {setting_key(base.grid.sequence_cap_flag): "sequence_cap"}
+    if base.grid.token_budget_flag:
+        ladders[setting_key(base.grid.token_budget_flag)] = "token_budget"
+    proposals, seen = [], set()
+    for setting in split_args(operator_args, booleans):
+        key = setting_key(setting.flag) if setting.flag else ""
+        if not setting.flag or key in keep or key in seen or key not in present:
+            continue
+        seen.add(key)
+        variant = Variant(name=f"drop {setting.flag}", remove_args=[setting.flag], provenance="ablation",
+                          reason=f"the operator set {' '.join(setting.tokens)}")
+        if key in ladders:
+            # Dropping a cap or budget is a step to the engine's default: score it as one.
+            default = _int_or_none(base.grid.default_value(setting.flag, base.evidence.host))
+            proposals.append(Proposal(variant, ladders[key], default))
+        else:
+            proposals.append(Proposal(variant, rules.get(canonical_flag(setting.flag), "ablation")))
+    for name in operator_env:
+        if name in base.env and name not in protected:
+            variant = Variant(name=f"unset {name}", unset_env=[name], provenance="ablation",
+                              reason=f"the operator set {name}={operator_env[name]}")
+            proposals.append(Proposal(variant, rules.get(name, "ablation")))
+    return proposals
+
+
+def _cap_rule(proposal: Proposal, base: Base) -> str:
+    cap, new, concurrency = base.cap, proposal.new_value, base.concurrency
+    if cap is None or new is None:
+        return "cap_unknown"
+    if cap < concurrency and new > cap:
+        return "cap_raise_to_concurrency" if new >= concurrency else "cap_raise_partial"
+    if cap >= concurrency and new < cap and base.evidence.kv_pressure():
+        return "cap_lower_kv_pressure"
+    return "cap_other"
+
+
+def _budget_rule(proposal: Proposal, base: Base) -> str:
+    if base.budget is not None and proposal.new_value is not None and proposal.new_value < base.budget:
+        return "budget_down"
+    cap_free = base.cap is None or base.cap >= base.concurrency
+    return "budget_up_cap_free" if cap_free else "budget_up_cap_binding"
+
+
+def _fp8_rule(base: Base) -> str:
+    evidence = base.evidence
+    if evidence.binding != "memory":
+        return "fp8_kv_other"
+    near_roofline = (evidence.achieved_pct or 0) >= NEAR_ROOFLINE_PCT
+    return "fp8_kv_pressure" if evidence.kv_pressure() or near_roofline else "fp8_kv_memory"
+
+
+def rule_for(proposal: Proposal, base: Base) -> str:
+    """Which rule of RULES scores a proposal."""
+    family = proposal.family
+    if family == "sequence_cap":
+        return _cap_rule(proposal, base)
+    if family == "token_budget":
+        return _budget_rule(proposal, base)
+    if family == "cuda_graphs":
+        return "cuda_graphs_gpu" if base.evidence.host == "gpu" else "cuda_graphs_cpu"
+    if family == "fp8_kv":
+        return _fp8_rule(base)
+    if family == "kv_capacity":
+        return "kv_capacity_pressure" if base.evidence.kv_pressure() else "kv_capacity_other"
+    return family
+
+
+def scored(proposal: Proposal, base: Base) -> Variant:
+    rule_id = rule_for(proposal, base)
+    rule = RULES[rule_id]
+    score = rule.score + rule.per_prefix_share * base.evidence.prefix_share
+    value = score * (RISKY_FACTOR if proposal.variant.accuracy_risky else 1.0)
+    risk = f", x{RISKY_FACTOR:g} accuracy-risky" if proposal.variant.accuracy_risky else ""
+    reason = f"[{rule_id}] {rule.text} ({proposal.variant.reason}); score {score:g}{risk} = {value:g}"
+    return proposal.variant.model_copy(update={"expected_value": value, "reason": reason})
+
+
+def _natural(name: str) -> list[tuple[int, int | str]]:
+    # Ties go by name with numbers in numeric order: the smaller step of a ladder first.
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name)]
+
+
+def _touched_keys(variant: Variant) -> set[str]:
+    return {setting_key(s.flag) for s in split_args(variant.add_args) if s.flag} | {setting_key(f) for f in variant.remove_args}
+
+
+def _flips_operator_boolean(variant: Variant, operator_args: list[str], booleans: frozenset[str]) -> bool:
+    # `--enable-x` over an operator's `--no-enable-x` is a counter-flag; dropping the
+    # operator's flag is the ablation's job (invariant 2).
+    written = {setting_key(s.flag): s.flag for s in split_args(operator_args, booleans) if s.flag and s.value is None}
+    for setting in split_args(variant.add_args, booleans):
+        key = setting_key(setting.flag) if setting.flag else ""
+        if setting.value is None and key in written and written[key] != setting.flag:
+            return True
+    return False
+
+
+def _changes(base: Base, variant: Variant) -> bool:
+    """False when the variant launches what the base launches, defaults counted."""
+    booleans = base.grid.boolean_flag_set()
+    defaults = base.grid.default_args(base.evidence.host)
+    after = apply_variant(base.args, base.env, variant, booleans)
+    before = EffectiveConfig(argv=list(base.args), env=dict(base.env))
+    return not _with_defaults(after, defaults).same_as(_with_defaults(before, defaults), booleans)
+
+
+def _with_defaults(config: EffectiveConfig, defaults: list[str]) -> EffectiveConfig:
+    # The defaults go first, so any flag the config sets wins over them.
+    return EffectiveConfig(argv=defaults + config.argv, env=config.env, unset_env=config.unset_env)
+
+
+def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[str, str], workload: Workload,
+         evidence: PlanEvidence, tried_fingerprints: set[str], *, keepers: list[Variant] | None = None,
+         operator_args: list[str] | None = None, operator_env: dict[str, str] | None = None,
+         grids: dict[str, SeedGrid] | None = None, accepted_flags: frozenset[str] | None = None) -> list[Variant]:
+    """Variants to try on top of the base, best first, none already tried.
+
+    `keepers` are the stack the base already holds (empty for the first plan); the
+    operator's own args and env default to the base's. Dedup is by trial_fingerprint
+    (the stack's change plus the variant's), against `tried_fingerprints` and among
+    the plan itself. `accepted_flags` drops variants adding other flags; for a sim it
+    defaults to the flags its flavor's parser knows (the sim takes only some of them).
+    """
+    grid = (grids or load_grids())[grid_engine(engine, flavor)]
+    accepted_flags = engine_flags_for(engine, flavor) if accepted_flags is None else accepted_flags
+    keepers = list(keepers or [])
+    operator_args = list(base_args if operator_args is None else operator_args)
+    operator_env = dict(base_env if operator_env is None else operator_env)
+    harness = {setting_key(f) for f in harness_flags_for(engine)}
+    booleans = grid.boolean_flag_set()
+    budget_flag = grid.token_budget_flag
+    budget = _int_or_none(current_value(grid, base_args, budget_flag, evidence.host)) if budget_flag else None
+    base = Base(grid, list(base_args), dict(base_env), evidence, workload.concurrency, workload.isl,
+                effective_sequence_cap(grid, base_args, evidence), budget)
+    protected = harness | set().union(*(_touched_keys(k) for k in keepers)) | {v for k in keepers for v in [*k.set_env, *k.unset_env]}
+    proposals = seed_proposals(base) + ablation_proposals(base, operator_args, operator_env, protected)
+    candidates = []
+    for proposal in proposals:
+        variant = proposal.variant
+        added = {setting_key(s.flag) for s in split_args(variant.add_args, booleans) if s.flag}
+        if _touched_keys(variant) & harness:
+            continue
+        if accepted_flags is not None and not added <= {setting_key(f) for f in accepted_flags}:
+            continue
+        if _flips_operator_boolean(variant, operator_args, booleans) or not _changes(base, variant):
+            continue
+        candidates.append(scored(proposal, base))
+    candidates.sort(key=lambda v: (-v.expected_value, v.provenance != "seed_grid", _natural(v.name)))
+    result, seen = [], set(tried_fingerprints)
+    for variant in candidates:
+        fingerprint = trial_fingerprint(keepers, variant)
+        if fingerprint not in seen:
+            seen.add(fingerprint)
+            result.append(variant)
+    return result
+
+
+def replan(engine: str, flavor: str | None, operator_args: list[str], operator_env: dict[str, str],
+           keepers: list[Variant], workload: Workload, evidence: PlanEvidence, tried_fingerprints: set[str], *,
+           grids: dict[str, SeedGrid] | None = None, accepted_flags: frozenset[str] | None = None) -> list[Variant]:
+    """The plan again after a keeper: variants re-expressed on top of the stack."""
+    grids = grids or load_grids()
+    grid = grids[grid_engine(engine, flavor)]
+    stack = compose(operator_args, operator_env, keepers, harness_flags=harness_flags_for(engine),
+                    boolean_flags=grid.boolean_flag_set())
+    return plan(engine, flavor, stack.argv, stack.env, workload, evidence, tried_fingerprints, keepers=keepers,
+                operator_args=operator_args, operator_env=operator_env, grids=grids, accepted_flags=accepted_flags)

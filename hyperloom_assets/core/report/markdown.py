@@ -1,0 +1,130 @@
+"""The final report: Markdown a colleague can read and JSON a tool can. Pure code."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.decisions.stop_reasons import describe as describe_stop_reason
+from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.report.rendering import describe_change, table, trials_table
+
+
+class ReportInputs(BaseModel):
+    """Everything the report shows, gathered by the `final_report` asset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str
+    baseline: Measurement
+    baseline_argv: list[str]
+    baseline_env: dict[str, str]
+    baseline_run_id: str
+    launch_evidence: dict[str, Any] | None
+    final_output_throughput: float
+    validated_gain_pct: float
+    validated_gain_ci_low: float
+    validated_gain_ci_high: float
+    validated: bool
+    final_argv: list[str]
+    final_env: dict[str, str]
+    stop_reason: str
+    roofline_before: dict[str, Any]
+    roofline_after: dict[str, Any]
+    roofline_explanation: str
+    trials: list[TrialRecord]
+    keepers: list[str]
+    conflicts: list[str]
+    sweep_rows: list[dict[str, Any]]
+    plots: list[str]
+    environment: dict[str, str]
+    warnings: list[str]
+    release_check: dict[str, Any] | None = None  # on a release run: the earlier stack on it
+
+
+def _headline(r: ReportInputs) -> list[str]:
+    gain = (f"validated gain {r.validated_gain_pct:+.2f}% (95% interval [{r.validated_gain_ci_low:+.2f}%, "
+            f"{r.validated_gain_ci_high:+.2f}%], interleaved on fresh servers)" if r.validated
+            else "no keeper, so nothing to validate: the final configuration is the baseline")
+    return [f"# Optimization report: {r.target}", "",
+            f"**{r.baseline.output_throughput:,.1f} → {r.final_output_throughput:,.1f} output tok/s**, {gain}.", "",
+            f"Stop reason: `{r.stop_reason}` ({describe_stop_reason(r.stop_reason)}).", "",
+            f"Every gain is relative to the baseline of run `{r.baseline_run_id}`: "
+            f"{r.baseline.output_throughput:,.1f} tok/s [{r.baseline.output_throughput_ci_low:,.1f}, "
+            f"{r.baseline.output_throughput_ci_high:,.1f}] over {len(r.baseline.repeats)} repeats.", ""]
+
+
+def _roofline(r: ReportInputs) -> list[str]:
+    rows = [(label, f"{d['achieved_tok_s']:,.1f}", f"{d['ceiling_tok_s']:,.1f}", f"{d['achieved_pct']:.2f}%",
+             f"[{d['achieved_pct_ci_low']:.2f}%, {d['achieved_pct_ci_high']:.2f}%]", d["binding"])
+            for label, d in (("baseline", r.roofline_before), ("final", r.roofline_after))]
+    return ["## Roofline", "", r.roofline_explanation, "",
+            table(["config", "tok/s", "ceiling tok/s", "of ceiling", "95% interval", "bound"], rows), ""]
+
+
+def _stack(r: ReportInputs) -> list[str]:
+    lines = ["## Stack", ""]
+    lines += [f"{i + 1}. {k}" for i, k in enumerate(r.keepers)] or ["(no keepers)"]
+    evicted = [t for t in r.trials if t.outcome == "KEEP_UNSTABLE"]
+    if evicted:
+        lines += ["", "Evicted (KEEP_UNSTABLE): " + ", ".join(f"{t.name} ({describe_change(t.variant)})" for t in evicted)]
+    if r.conflicts:
+        lines += ["", "Flag conflicts (the later keeper wins):"] + [f"- {c}" for c in r.conflicts]
+    return lines + [""]
+
+
+def _release(r: ReportInputs) -> list[str]:
+    if r.release_check is None:
+        return []
+    check = r.release_check
+    verdict = "holds" if check["holds"] else "REGRESSION"
+    return ["## Release", "", f"Release run for `{check['release']}`: the stack validated before {verdict}. "
+            f"{check['summary']}.", ""]
+
+
+def _sweep(r: ReportInputs) -> list[str]:
+    headers = ["config", "concurrency", "output tok/s", "TPOT p50 ms", "interactivity tok/s/user", "TTFT p50 ms"]
+    rows = [(row["config"], row["concurrency"], f"{row['output_throughput']:,.1f}", f"{row['tpot_p50_ms']:.2f}",
+             f"{row['interactivity']:.1f}", f"{row['ttft_p50_ms']:.1f}") for row in r.sweep_rows]
+    return ["## Concurrency sweep", "", table(headers, rows), ""] + [f"![{p}]({p})" for p in r.plots] + [""]
+
+
+def _commands(r: ReportInputs) -> list[str]:
+    def env_prefix(env: dict[str, str]) -> str:
+        return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+
+    return ["## Reproduce", "", "Baseline server:", "", "```", f"{env_prefix(r.baseline_env)} {shlex.join(r.baseline_argv)}".strip(),
+            "```", "", "Final server:", "", "```", f"{env_prefix(r.final_env)} {shlex.join(r.final_argv)}".strip(), "```", ""]
+
+
+def render_markdown(r: ReportInputs) -> str:
+    lines = _headline(r) + _roofline(r)
+    lines += ["## Trials", "", trials_table(r.trials) if r.trials else "(no trials)", ""]
+    lines += _stack(r) + _release(r) + _sweep(r) + _commands(r)
+    lines += ["## Launch evidence", "", "```json", json.dumps(r.launch_evidence, indent=2, sort_keys=True), "```", ""]
+    lines += ["## Environment", "", table(["what", "value"], sorted(r.environment.items())), ""]
+    lines += ["## Warnings", ""] + ([f"- {w}" for w in r.warnings] or ["(none)"]) + [""]
+    return "\n".join(lines)
+
+
+def measurement_warnings(label: str, m: Measurement) -> list[str]:
+    warnings = []
+    if not m.converged:
+        warnings.append(f"{label}: repeats spread more than 3% (unstable measurement)")
+    if m.client_saturated:
+        warnings.append(f"{label}: the benchmark client was saturated; the server may be faster than measured")
+    return warnings
+
+
+def run_measurement_warnings(rows: list[dict], run_id: str) -> list[str]:
+    """Unstable or client-saturated measurements of this run, whichever step made them."""
+    warnings = []
+    for row in rows:
+        if row["run_id"] == run_id and row["measurement"] and row["kind"] != "baseline":
+            label = f"{row['kind']} measurement {row['id']}" + (f" ({row['fingerprint']})" if row["fingerprint"] else "")
+            warnings += measurement_warnings(label, Measurement.model_validate(row["measurement"]))
+    return warnings

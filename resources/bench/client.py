@@ -1,0 +1,31 @@
+"""The benchmark client as a Dagster resource; the work is in resources/bench/runner.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import ConfigurableResource
+
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.resources.bench.runner import (
+    BenchInputError,
+    BenchRunError,
+    measure,
+    measure_async,
+    model_max_len,
+    model_vocab_size,
+)
+
+__all__ = ["BenchmarkClient", "BenchInputError", "BenchRunError", "measure", "measure_async",
+           "model_max_len", "model_vocab_size"]
+
+
+class BenchmarkClient(ConfigurableResource):
+    """Measures an OpenAI-compatible server: warm-up, then repeats, per DESIGN.md."""
+
+    def measure(self, base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int,
+                warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
+                max_model_len: int | None = None) -> Measurement:
+        return measure(base_url, served_model, workload, vocab_size, repeats=repeats, warmups=warmups,
+                       num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len)

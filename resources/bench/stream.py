@@ -1,0 +1,133 @@
+"""One streamed completion request over raw aiohttp, timed as `vllm bench serve` times it.
+
+The openai SDK costs about ten times more per stream event than reading SSE lines off
+the socket; at thousands of events per second that overhead would show up as the
+server's latency, so the client parses the stream itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import aiohttp
+
+from hyperloom_assets.core.measurement.measurement import RequestRecord
+from hyperloom_assets.core.measurement.workloads import PlannedRequest
+
+# Long generations on slow servers legitimately stream for minutes; a read gap this long
+# means the server stalled, and the request is recorded as failed instead of hanging.
+DEFAULT_SOCK_READ_TIMEOUT_S = 600.0
+# Ten MB read buffer: under heavy load many chunks arrive before the loop reads them.
+READ_BUFSIZE = 10 * 1024**2
+
+
+def completions_url(base_url: str) -> str:
+    """The server root plus `/v1/completions`, as `vllm bench serve --base-url` means it."""
+    return base_url.rstrip("/") + "/v1/completions"
+
+
+def request_payload(model: str, request: PlannedRequest) -> dict:
+    return {
+        "model": model,
+        "prompt": request.prompt_ids,
+        "max_tokens": request.output_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0,
+    }
+
+
+def open_session(sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S) -> aiohttp.ClientSession:
+    """One session per round: pooled keep-alive connections, no connection cap."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=sock_read_timeout_s)
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(timeout=timeout, connector=connector, read_bufsize=READ_BUFSIZE)
+
+
+class _StreamState:
+    __slots__ = ("start", "first", "last", "gaps", "usage")
+
+    def __init__(self, start: float):
+        self.start = start
+        self.first = 0.0
+        self.last = start
+        self.gaps: list[float] = []
+        self.usage: dict | None = None
+
+    def on_data(self, data: bytes) -> None:
+        chunk = json.loads(data)
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = usage
+        # Every chunk with a choice is a token the server streamed, even when its text
+        # is empty: vLLM's detokenizer holds back a partial UTF-8 character and sends "",
+        # and `vllm bench serve` times such a chunk like any other (TTFT, ITL, e2el). Only
+        # the usage-only tail (`choices: []`) carries no token.
+        if chunk.get("choices"):
+            now = time.perf_counter()
+            if self.first == 0.0:
+                self.first = now
+            else:
+                self.gaps.append(now - self.last)
+            self.last = now
+
+
+def _usage_error(usage: dict | None, request: PlannedRequest) -> str | None:
+    """Why the server's own token count disagrees with what was asked, if it does."""
+    if usage is None:
+        return "the stream carried no usage (stream_options.include_usage ignored?)"
+    completion = usage.get("completion_tokens")
+    if completion != request.output_tokens:
+        return f"server reported completion_tokens={completion}, requested {request.output_tokens}"
+    prompt = usage.get("prompt_tokens")
+    if prompt is not None and prompt != len(request.prompt_ids):
+        return f"server reported prompt_tokens={prompt}, sent {len(request.prompt_ids)}"
+    return None
+
+
+async def _read_stream(response: aiohttp.ClientResponse, state: _StreamState) -> None:
+    # Whatever arrived, in one piece: line-by-line reads cost an await per event, which
+    # caps the client well below what a fast server streams.
+    pending = b""
+    async for received in response.content.iter_any():
+        lines = (pending + received).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue  # blank separators, keep-alive comments
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return
+            state.on_data(data)
+    if pending.startswith(b"data:") and pending[5:].strip() not in (b"", b"[DONE]"):
+        state.on_data(pending[5:].strip())
+
+
+async def send_request(session: aiohttp.ClientSession, url: str, model: str,
+                       request: PlannedRequest, round_start: float) -> RequestRecord:
+    """Send one planned request and time it; failures become records, never exceptions."""
+    base = dict(prompt_tokens=len(request.prompt_ids), session_id=request.session_id,
+                turn=request.turn if request.session_id is not None else None)
+    start = time.perf_counter()
+    state = _StreamState(start)
+    error: str | None = None
+    try:
+        async with session.post(url, json=request_payload(model, request)) as response:
+            if response.status != 200:
+                body = (await response.text())[:300]
+                error = f"HTTP {response.status}: {body}"
+            else:
+                await _read_stream(response, state)
+    except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    start_s = start - round_start
+    if error is None and state.first == 0.0:
+        error = "the stream ended without a single token"
+    if error is None:
+        error = _usage_error(state.usage, request)
+    if error is not None:
+        return RequestRecord(ok=False, start_s=start_s, error=error, **base)
+    return RequestRecord(ok=True, output_tokens=request.output_tokens, start_s=start_s,
+                         ttft_s=state.first - start, e2el_s=state.last - start, itl_s=state.gaps, **base)

@@ -1,0 +1,38 @@
+"""Which hardware a target runs on, for its roofline.
+
+A sim target's `--gpu`/`--tp` name a GPU of the table; a real engine on a GPU host uses
+the detected card; a host without a GPU gets its memory bandwidth measured once.
+"""
+
+from __future__ import annotations
+
+from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.planning.variants import parse_args
+from hyperloom_assets.core.roofline.gpus import GPUS
+from hyperloom_assets.core.roofline.roofline import Hardware, gpu_hardware
+from hyperloom_assets.resources.hosts.bandwidth import host_hardware
+from hyperloom_assets.sim.engine_args import split_harness_args
+
+
+def _table_name(detected: str) -> str | None:
+    """The table entry a detected card's name contains ("NVIDIA H100 80GB HBM3" -> H100)."""
+    for name in sorted(GPUS, key=len, reverse=True):
+        if name.lower() in detected.lower():
+            return name
+    return None
+
+
+def target_hardware(target: Target, host, weight_dtype: str) -> tuple[Hardware, list[str]]:
+    """The hardware and any warnings (a detected card missing from the table)."""
+    if target.engine == "sim":
+        harness, _ = split_harness_args(target.server_args)
+        return gpu_hardware(str(harness.get("--gpu", "H100")), int(harness.get("--tp", 1)), weight_dtype), []
+    warnings = []
+    detected = host.gpu_names()
+    if detected:
+        name = _table_name(detected[0])
+        tp = int(parse_args(target.server_args).get("--tensor-parallel-size") or 1)
+        if name is not None:
+            return gpu_hardware(name, tp, weight_dtype), []
+        warnings.append(f"detected GPU {detected[0]!r} is not in the GPU table; using the host's measured bandwidth")
+    return host_hardware(host.state_path() / "host"), warnings

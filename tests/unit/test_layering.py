@@ -1,0 +1,125 @@
+"""The layers of DESIGN.md hold: pure code never reaches Dagster or the outside world.
+
+Pure code is `hyperloom_assets.core` and the sim. The static check follows every import
+statement, so a pure module that reaches Dagster or a resource through another module is
+named with the chain that leads there; the runtime check imports all of pure code in a
+fresh interpreter and looks at what got loaded, which also catches imports the static
+walk cannot see.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hyperloom_assets
+
+PACKAGE_DIR = Path(hyperloom_assets.__file__).parent
+PURE_PACKAGES = ("hyperloom_assets.core", "hyperloom_assets.sim")
+# Modules pure code may never reach: Dagster, and everything that acts or orchestrates.
+FORBIDDEN = ("dagster", "hyperloom_assets.resources", "hyperloom_assets.assets", "hyperloom_assets.sensors",
+             "hyperloom_assets.jobs", "hyperloom_assets.definitions", "hyperloom_assets.cli", "sqlalchemy")
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the package, the linked resources/, sensors/ and jobs/ included."""
+    found = {}
+    paths = [Path(root) / name for root, _, names in os.walk(PACKAGE_DIR, followlinks=True)
+             for name in names if name.endswith(".py")]
+    for path in paths:
+        parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(("hyperloom_assets", *parts))] = path
+    return found
+
+
+def imports_of(path: Path, module: str) -> set[str]:
+    """Every module name an import statement in `path` names (top-level and in functions)."""
+    names: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def forbidden(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+
+
+def chain_to_forbidden(start: str, files: dict[str, Path]) -> list[str] | None:
+    """The import chain from `start` to a forbidden module, or None."""
+    seen = {start}
+    frontier = [[start]]
+    while frontier:
+        path = frontier.pop(0)
+        for name in sorted(imports_of(files[path[-1]], path[-1])):
+            if forbidden(name):
+                return [*path, name]
+            if name in files and name not in seen:
+                seen.add(name)
+                frontier.append([*path, name])
+    return None
+
+
+def pure_modules(files: dict[str, Path]) -> list[str]:
+    return sorted(m for m in files if m.startswith(PURE_PACKAGES) and not m.endswith("__main__"))
+
+
+def test_no_pure_module_reaches_dagster_or_a_resource_statically() -> None:
+    files = module_files()
+    assert len(pure_modules(files)) > 30  # the walk found pure code at all
+    problems = [" -> ".join(chain) for module in pure_modules(files) if (chain := chain_to_forbidden(module, files))]
+    assert problems == []
+
+
+def test_the_static_walk_sees_a_chain_through_another_module(tmp_path) -> None:
+    files = {"hyperloom_assets.core.a": tmp_path / "a.py", "hyperloom_assets.core.b": tmp_path / "b.py"}
+    files["hyperloom_assets.core.a"].write_text("from hyperloom_assets.core import b\n")
+    files["hyperloom_assets.core.b"].write_text("def f():\n    import dagster\n")
+    assert chain_to_forbidden("hyperloom_assets.core.a", files) == [
+        "hyperloom_assets.core.a", "hyperloom_assets.core.b", "dagster"]
+
+
+def test_importing_all_pure_code_loads_no_dagster_and_no_resource() -> None:
+    modules = pure_modules(module_files())
+    probe = ("import importlib, json, sys\n"
+             "for name in sys.argv[1:]:\n"
+             "    importlib.import_module(name)\n"
+             "print(json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", probe, *modules], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert [name for name in loaded if forbidden(name)] == []
+
+
+def test_resources_sensors_and_jobs_install_under_the_project_namespace(tmp_path) -> None:
+    """From another directory the bare names do not import, and nothing can shadow them."""
+    for bare in ("resources", "sensors", "jobs"):
+        done = subprocess.run([sys.executable, "-c", f"import {bare}"], capture_output=True, text=True, cwd=tmp_path)
+        assert "ModuleNotFoundError" in done.stderr, bare
+    shadow = tmp_path / "resources"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise SystemExit('shadowed')\n")
+    done = subprocess.run([sys.executable, "-c", "import hyperloom_assets.resources.store.results as s; print(s.__name__)"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "hyperloom_assets.resources.store.results" in done.stdout, done.stderr
+
+
+def test_no_module_imports_the_bare_top_level_names() -> None:
+    files = module_files()
+    offenders = [f"{module}: {name}" for module, path in files.items() for name in imports_of(path, module)
+                 if name.split(".")[0] in ("resources", "sensors", "jobs")]
+    assert offenders == []
