@@ -21,9 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.peers import free_port, pinned, running_server, vllm_bench_serve_argv  # noqa: E402
+from benchmarks.support.peers import pinned, running_server, vllm_bench_serve_argv  # noqa: E402
+from benchmarks.support.results import write_results  # noqa: E402
+from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "client_capacity.json"
 TOKENIZER = ROOT / ".cache" / "models" / "tiny-llama"  # vLLM's client needs one for its random dataset
 
 
@@ -55,7 +56,7 @@ def main() -> int:
     parser.add_argument("--client-cpus", default="1")
     parser.add_argument("--burst", type=int, default=64)
     args = parser.parse_args()
-    port = free_port()
+    port = allocate_port()
     base_url = f"http://127.0.0.1:{port}"
     rows: dict[str, list[dict]] = {"hyperloom": [], "vllm": []}
     with tempfile.TemporaryDirectory() as scratch:
@@ -73,10 +74,8 @@ def main() -> int:
         per_round = ", ".join(f"{r['tokens_per_s']:.0f}" for r in runs)
         print(f"{name:<12} {per_round:<44} {summary[name]:>10.0f}")
     print(f"ours / vLLM's: {ratio:.2f}  (target >= 1.00: {'met' if ratio >= 1 else 'NOT met'})")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"config": vars(args), "runs": rows, "mean_tokens_per_s": summary,
-                                   "ratio": ratio, "target_met": ratio >= 1}, indent=1))
-    print(f"wrote {RESULTS}")
+    write_results("client_capacity", {"config": vars(args), "runs": rows, "mean_tokens_per_s": summary,
+                                      "ratio": ratio, "target_met": ratio >= 1})
     return 0
 
 

@@ -14,7 +14,6 @@ benchmarks/results/decision_launch_noise.json.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -23,10 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "decision_launch_noise.json"
 LAUNCH_SDS = (0.0, 0.02, 0.05, 0.10)
 REPEAT_SD = 0.03
 GAINS = (0.0, 0.03, 0.05, 0.10, 0.30)
@@ -71,9 +70,7 @@ def main() -> None:
                                                        for r in cells))
     worst = max(r["keep_pct"] for r in rows if r["true_gain_pct"] == 0)
     print(f"worst false KEEP rate {worst:.1f}% (target <= 5%: {'met' if worst <= 5 else 'NOT met'})")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"trials": args.trials, "rows": rows, "worst_false_keep_pct": worst}, indent=1))
-    print(f"wrote {RESULTS}")
+    write_results("decision_launch_noise", {"trials": args.trials, "rows": rows, "worst_false_keep_pct": worst})
 
 
 if __name__ == "__main__":

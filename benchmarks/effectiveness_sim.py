@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import OfflineClimb, SimScenario, run_offline_climb, true_throughput  # noqa: E402
+from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace  # noqa: E402
 from hyperloom_assets.core.planning.planner import (  # noqa: E402
@@ -52,7 +52,6 @@ from hyperloom_assets.core.roofline.gpus import gpu_spec  # noqa: E402
 from hyperloom_assets.sim.engine_args import resolve_config  # noqa: E402
 from hyperloom_assets.sim.predict import SimArgError, parse_engine_args  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "effectiveness_sim.json"
 SHARE_TARGET = 0.95
 LAUNCH_RATIO_TARGET = 0.25
 MODELS = ROOT / "models"
@@ -234,10 +233,8 @@ def main() -> int:
     passed = sum(r["passed"] for r in rows)
     print(f"\n{passed}/{len(rows)} scenarios reach {SHARE_TARGET:.0%} of the attainable gain with at most "
           f"{LAUNCH_RATIO_TARGET:.0%} of the grid's launches; {time.monotonic() - started:.0f} s")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"share_target": SHARE_TARGET, "launch_ratio_target": LAUNCH_RATIO_TARGET,
-                                   "seed": args.seed, "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows}, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    write_results("effectiveness_sim", {"share_target": SHARE_TARGET, "launch_ratio_target": LAUNCH_RATIO_TARGET,
+                                        "seed": args.seed, "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows})
     return 0 if passed == len(rows) else 1
 
 

@@ -52,15 +52,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.peers import (  # noqa: E402
-    free_port,
     pinned,
     running_server,
     vllm_bench_serve_argv,
     vllm_server_argv,
 )
+from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.core.measurement.stats import mean_ci95  # noqa: E402
+from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
-RESULTS_DIR = ROOT / "benchmarks" / "results"
 MODEL = ROOT / ".cache" / "models" / "tiny-llama"
 TARGETS = {"output_throughput": 5.0, "ttft_p50_ms": 15.0}  # allowed |difference| in percent
 METRICS = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms",
@@ -184,7 +184,7 @@ def main() -> int:
         return 2
     others = foreign_vllm()
     print(f"load average {load_average():.2f}; other vLLM processes: {len(others)}")
-    port = free_port()
+    port = allocate_port()
     base_url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
@@ -197,12 +197,9 @@ def main() -> int:
             runs, loads = measure_pairs(base_url, args, work)
     summary = summarize_pairs(runs)
     met = print_table(summary)
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    results = RESULTS_DIR / ("fidelity_vllm.json" if args.server == "vllm" else "fidelity_vllm_echo_control.json")
-    results.write_text(json.dumps({"config": vars(args), "runs": runs, "summary": summary, "load": loads,
-                                   "foreign_vllm_at_start": others, "targets_pct": TARGETS, "targets_met": met},
-                                  indent=1))
-    print(f"wrote {results}")
+    write_results("fidelity_vllm" if args.server == "vllm" else "fidelity_vllm_echo_control",
+                  {"config": vars(args), "runs": runs, "summary": summary, "load": loads,
+                   "foreign_vllm_at_start": others, "targets_pct": TARGETS, "targets_met": met})
     return 0
 
 

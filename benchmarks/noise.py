@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -27,14 +26,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.peers import free_port, running_server, vllm_server_argv  # noqa: E402
+from benchmarks.support.peers import running_server, vllm_server_argv  # noqa: E402
+from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.decisions.rule import Outcome  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
 from hyperloom_assets.resources.bench.runner import measure, model_vocab_size  # noqa: E402
+from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 TINY_MODEL = ROOT / ".cache" / "models" / "tiny-llama"
 FALSE_KEEP_TARGET = 0.05
 SAME_CONFIG = Variant(name="same-config", add_args=["--same-config"], provenance="seed_grid",
@@ -61,7 +61,7 @@ def workload_for(engine: str) -> Workload:
 
 
 def one_measurement(engine: str, seed: int, workload: Workload, args: argparse.Namespace, work: Path) -> list[float]:
-    port = free_port()
+    port = allocate_port()
     base_url = f"http://127.0.0.1:{port}"
     argv, model, env, vocab = server(engine, port, seed, args)
     with running_server(argv, base_url, work / f"server-{seed}.log", env=env, timeout_s=300):
@@ -109,12 +109,9 @@ def main() -> int:
     verdict = "met" if false_keep <= FALSE_KEEP_TARGET else "NOT met"
     print(f"false KEEP rate {100 * false_keep:.1f}% (target <= {100 * FALSE_KEEP_TARGET:.0f}%: {verdict}); "
           f"{sum(p['launches'] for p in pairs) / len(pairs):.2f} launches per pair")
-    out = RESULTS / f"noise_{args.engine}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"config": vars(args), "workload": workload.model_dump(mode="json"),
-                                   "outcomes": dict(outcomes), "false_keep_rate": false_keep,
-                                   "target_met": false_keep <= FALSE_KEEP_TARGET, "pairs": pairs}, indent=1))
-    print(f"wrote {out}")
+    write_results(f"noise_{args.engine}", {"config": vars(args), "workload": workload.model_dump(mode="json"),
+                                           "outcomes": dict(outcomes), "false_keep_rate": false_keep,
+                                           "target_met": false_keep <= FALSE_KEEP_TARGET, "pairs": pairs})
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -21,12 +22,14 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.definitions import build_defs, check_foreign_servers
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.store.results import ResultStore
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "benchmarks" / "results"
 
 
 class TimedHost(LocalHost):
@@ -82,8 +85,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['target']:<22} {'yes' if r['success'] else 'no':>3} {r['launches']:>8} {r['wall_s']:>8.1f} "
               f"{r['server_s']:>9.1f} {r['overhead_s']:>10.1f} {r['overhead_pct']:>9.2f}%")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "overhead.json").write_text(json.dumps(rows, indent=2))
+    write_results("overhead", rows)
 
 
 if __name__ == "__main__":

@@ -14,18 +14,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
 
 
-class MeasuredConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MeasuredConfig(Strict):
     measurement: Measurement
     launch: LaunchRecord
     measurement_id: int

@@ -13,7 +13,6 @@ is stale is visible in the UI (its baseline's inputs differ from the observed ve
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -24,6 +23,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from hyperloom_assets.core.config.identity import server_config_version
 from hyperloom_assets.core.config.targets import parse_target, target_name
+from hyperloom_assets.core.hashing import text_hash
 from hyperloom_assets.core.releases.run import TRIGGER_TAG
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.releases.identity import framework_identity
@@ -42,7 +42,7 @@ def poll_seconds(env_name: str, default: int) -> int:
 
 
 def change_key(framework_version: str, server_version: str) -> str:
-    return hashlib.sha1(f"{framework_version}|{server_version}".encode()).hexdigest()[:16]
+    return text_hash(f"{framework_version}|{server_version}")
 
 
 def read_cursor(text: str | None) -> dict[str, dict]:

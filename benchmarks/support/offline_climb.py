@@ -15,8 +15,6 @@ import itertools
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.config.targets import Target, Workload
 from hyperloom_assets.core.decisions.climb import (
     Budget,
@@ -31,6 +29,7 @@ from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.core.measurement.workloads import build_plan, default_warmups
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target
 from hyperloom_assets.core.planning.planner import PlanEvidence
 from hyperloom_assets.core.planning.stack import composition
@@ -49,10 +48,6 @@ from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.launch_record import launch_record
 from hyperloom_assets.sim.perf_model import SimConfigError
 from hyperloom_assets.sim.predict import SimArgError, parse_engine_args, predict
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class SimScenario(Strict):

@@ -41,7 +41,7 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
         (folder / "report.json").write_text(inputs.model_dump_json(indent=2))
         if baseline.release is not None:
             ReleaseLedger(store).record(name, baseline.release.package, baseline.release.version, "succeeded",
-                                        optimization_stack.release_check["summary"] if optimization_stack.release_check
+                                        optimization_stack.release_check.summary if optimization_stack.release_check
                                         else "", run_id=context.run.run_id)
         return dg.Output(str(path), metadata={
             "report_path": dg.MetadataValue.path(str(path.resolve())),
@@ -67,8 +67,8 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
     warnings = measurement_warnings("baseline", baseline.measurement) + list(roofline.warnings)
     warnings += [f"stack flag conflict: {c}" for c in stack.conflicts]
     warnings += run_measurement_warnings(stored, run_id)
-    if stack.release_check and not stack.release_check["holds"]:
-        warnings.append(f"{stack.release_check['release']}: {stack.release_check['summary']}")
+    if stack.release_check and not stack.release_check.holds:
+        warnings.append(f"{stack.release_check.release}: {stack.release_check.summary}")
     warnings += [f"trial {t.index} {t.name}: {t.outcome} ({t.decision.reason})"
                  for t in trials.climb.trials if t.outcome in ("FAILED", "KILLED_OVERTIME", "KEEP_UNSTABLE")]
     environment = {"engine": target.engine, "engine release": baseline.launch.engine_version or "unknown",

@@ -15,7 +15,7 @@ from hyperloom_assets.core.decisions.rule import validated_gain
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.releases.run import stack_verdict
+from hyperloom_assets.core.releases.run import ReleaseCheck, stack_verdict
 from hyperloom_assets.core.results import BaselineResult, StackResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -48,7 +48,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
 
 
 def release_check(context, target, host, bench, store, baseline: BaselineResult,
-                  others: list[Launches]) -> dict | None:
+                  others: list[Launches]) -> ReleaseCheck | None:
     """On a release run: does the stack validated before still hold on the new release?"""
     release = baseline.release
     if release is None or not release.previous_stack or not release.previous_stack["keepers"]:
@@ -59,8 +59,8 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
     before = float(release.previous_stack["result"]["validated_gain_pct"])
     holds, sentence = stack_verdict(before, gain, low, high)
     (context.log.info if holds else context.log.warning)("%s==%s: %s", release.package, release.version, sentence)
-    return {"release": f"{release.package}=={release.version}", "holds": holds, "summary": sentence,
-            "gain_pct": gain, "ci_low": low, "ci_high": high, "previous_gain_pct": before}
+    return ReleaseCheck(release=f"{release.package}=={release.version}", holds=holds, summary=sentence,
+                        gain_pct=gain, ci_low=low, ci_high=high, previous_gain_pct=before)
 
 
 def stack_result(target, baseline: BaselineResult, trials: TrialsResult, base: Launches, top: Launches,

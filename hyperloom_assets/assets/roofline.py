@@ -23,8 +23,8 @@ def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
                                  kv_cache_dtype=kv_cache_dtype_from_args(target.server_args))
     m = baseline.measurement
     reached = achieved(roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high)
-    if reached["warning"]:
-        warnings.append(reached["warning"])
+    if reached.warning:
+        warnings.append(reached.warning)
     return RooflineResult(roofline=roofline, achieved=reached, warnings=warnings)
 
 
@@ -41,8 +41,8 @@ def build_roofline_asset(partitions: dg.PartitionsDefinition):
         return dg.Output(result, metadata={
             "ceiling_tok_s": r.ceiling_tok_s, "memory_bound_tok_s": r.memory_bound_tok_s,
             "compute_bound_tok_s": r.compute_bound_tok_s, "binding": r.binding, "explanation": r.explanation,
-            "hardware": r.hardware, "achieved_pct": a["achieved_pct"], "achieved_pct_ci_low": a["achieved_pct_ci_low"],
-            "achieved_pct_ci_high": a["achieved_pct_ci_high"], "above_ceiling": a["above_ceiling"],
+            "hardware": r.hardware, "achieved_pct": a.achieved_pct, "achieved_pct_ci_low": a.achieved_pct_ci_low,
+            "achieved_pct_ci_high": a.achieved_pct_ci_high, "above_ceiling": a.above_ceiling,
         })
 
     return roofline

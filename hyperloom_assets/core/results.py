@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.decisions.climb import ClimbResult
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.core.measurement.stats import Launches
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.releases.run import ReleaseRun
-from hyperloom_assets.core.roofline.roofline import Roofline
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from hyperloom_assets.core.releases.run import ReleaseCheck, ReleaseRun
+from hyperloom_assets.core.roofline.roofline import Achieved, Roofline
 
 
 class BaselineResult(Strict):
@@ -37,7 +32,7 @@ class BaselineResult(Strict):
 
 class RooflineResult(Strict):
     roofline: Roofline
-    achieved: dict
+    achieved: Achieved
     warnings: list[str] = []
 
 
@@ -61,7 +56,7 @@ class StackResult(Strict):
     validated_gain_ci_low: float
     validated_gain_ci_high: float
     stop_reason: str
-    release_check: dict | None = None  # on a release run: the earlier stack on the new release
+    release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on the new release
 
 
 class SweepResult(Strict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from hyperloom_assets.core.models import Frozen
 
 FLAVORS = ("vllm", "sglang")
 
@@ -61,11 +61,8 @@ def split_harness_args(argv: list[str], flavor: str = "vllm") -> tuple[dict[str,
     return harness, engine
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(Frozen):
     """Engine args resolved to what the scheduler and the perf model use."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     flavor: str
     model: str
     served_names: list[str]

@@ -11,18 +11,16 @@ import asyncio
 import time
 
 import psutil
-from pydantic import BaseModel, ConfigDict
 
 from hyperloom_assets.core.measurement.stats import percentile
+from hyperloom_assets.core.models import Strict
 
 TICK_S = 0.01
 LAG_P99_LIMIT_MS = 50.0
 CPU_LIMIT_PCT = 90.0  # of one core, over the round
 
 
-class ClientLoad(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ClientLoad(Strict):
     loop_lag_p99_ms: float
     cpu_pct: float  # of one core
     wall_s: float

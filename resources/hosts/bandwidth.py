@@ -17,8 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
+from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.roofline.roofline import Hardware
 
 DEFAULT_ARRAY_BYTES = 256 * 1024 * 1024
@@ -26,9 +27,7 @@ DEFAULT_MATMUL_N = 2048
 DEFAULT_RUNS = 5
 
 
-class HostMeasurement(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class HostMeasurement(Frozen):
     host_key: str
     hostname: str
     cpu_model: str

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Mapping
 
 import psutil
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
+
+from hyperloom_assets.core.models import Strict
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +32,7 @@ PIDFILE_SUFFIX = ".server.json"
 _CREATE_TIME_SLACK_S = 0.05
 
 
-class PidRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PidRecord(Strict):
     pid: int
     pgid: int
     cmdline: list[str]

@@ -6,10 +6,11 @@ release of the engine changes it, and with it the ledger context.
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from importlib import metadata
 from pathlib import Path
+
+from hyperloom_assets.core.hashing import text_hash
 
 # The distribution that serves each engine, in the order they are looked for.
 ENGINE_DISTRIBUTIONS = {
@@ -45,7 +46,7 @@ def git_tree_identity(tree: Path) -> str:
     untracked = _git(tree, "ls-files", "--others", "--exclude-standard")
     if not diff and not untracked:
         return f"git:{head}"
-    digest = hashlib.sha1((diff + "\n--untracked--\n" + untracked).encode()).hexdigest()[:12]
+    digest = text_hash(diff + "\n--untracked--\n" + untracked, chars=12)
     return f"git:{head}+dirty:{digest}"
 
 

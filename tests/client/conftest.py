@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from benchmarks.support.peers import free_port, running_server
+from benchmarks.support.peers import running_server
+from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
 
 @pytest.fixture
@@ -15,7 +16,7 @@ def echo_server(tmp_path) -> Iterator[Callable[..., str]]:
     stack = []
 
     def start(*flags: str) -> str:
-        port = free_port()
+        port = allocate_port()
         base_url = f"http://127.0.0.1:{port}"
         argv = [sys.executable, "-m", "benchmarks.support.echo_server", "--port", str(port), *flags]
         server = running_server(argv, base_url, tmp_path / f"echo-{port}.log", timeout_s=30)

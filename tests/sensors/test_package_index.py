@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from packaging.version import Version
 
+from hyperloom_assets.resources.hosts.preflight import allocate_port
 from hyperloom_assets.resources.releases.package_index import (
     PackageIndex,
     PackageIndexError,
@@ -58,9 +57,7 @@ def test_live_index_versions_and_errors(index, tmp_path) -> None:
 
 
 def test_unreachable_index_names_the_url() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = allocate_port()
     client = PackageIndex(base_url=f"http://127.0.0.1:{port}/pypi", timeout_s=2)
     with pytest.raises(PackageIndexError, match=rf"vllm: http://127.0.0.1:{port}/pypi/vllm/json: unreachable"):
         client.releases("vllm")

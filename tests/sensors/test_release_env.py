@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -14,17 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from hyperloom_assets.resources.hosts.preflight import allocate_port
 from hyperloom_assets.resources.releases.envs import MARKER, EnvironmentUnavailable, ReleaseEnvironments
 from tests.conftest import SIM_MODEL, wait_healthy
 from tests.sensors.conftest import defs_with_sensors, write_target
 from tests.sensors.sim_wheel import DISTRIBUTION, MODULE, build_sim_wheel
 from tests.sensors.test_release_sensor import seen_then_released
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -33,7 +27,7 @@ def serve_from(tmp_path):
     processes: list[subprocess.Popen] = []
 
     def start(python: Path, *args: str) -> tuple[int, Path]:
-        port = free_port()
+        port = allocate_port()
         log = tmp_path / f"sim-{port}.log"
         argv = [str(python), "-m", MODULE, "--model", str(SIM_MODEL), "--port", str(port), *args]
         with log.open("w") as handle:

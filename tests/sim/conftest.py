@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -12,16 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from hyperloom_assets.resources.hosts.preflight import allocate_port
 from tests.conftest import wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA_8B = REPO / "models" / "llama-3-8b"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -42,7 +36,7 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., tuple[str, Path]]]:
     processes: list[subprocess.Popen] = []
 
     def start(model: Path, *args: str) -> tuple[str, Path]:
-        port = free_port()
+        port = allocate_port()
         log = tmp_path / f"sim-{port}.log"
         argv = [sys.executable, "-m", "hyperloom_assets.cli", "sim-serve", "--model", str(model),
                 "--port", str(port), *args]

@@ -7,7 +7,9 @@ from hyperloom_assets.core.decisions.rule import Decision, Outcome
 from hyperloom_assets.core.measurement.measurement import RepeatMetrics
 from hyperloom_assets.core.measurement.metrics import summarize
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.releases.run import ReleaseCheck
 from hyperloom_assets.core.report.markdown import ReportInputs, render_markdown, run_measurement_warnings
+from hyperloom_assets.core.roofline.roofline import Achieved
 
 SECTIONS = ("# Optimization report", "## Roofline", "## Trials", "## Stack", "## Concurrency sweep", "## Reproduce",
             "## Launch evidence", "## Environment", "## Warnings")
@@ -26,8 +28,8 @@ def inputs(**extra) -> ReportInputs:
                         decision=Decision(outcome=Outcome.KEEP, gain_pct=80.0, ci_low_pct=70.0, ci_high_pct=90.0,
                                           reason="kept"), measurements=2, launches=[[180.0, 181.0], [179.0, 182.0]],
                         best_launches=[[100.0, 101.0]])
-    reached = {"achieved_tok_s": 100.0, "ceiling_tok_s": 1000.0, "achieved_pct": 10.0, "achieved_pct_ci_low": 9.0,
-               "achieved_pct_ci_high": 11.0, "binding": "memory"}
+    reached = Achieved(achieved_tok_s=100.0, ceiling_tok_s=1000.0, achieved_pct=10.0, achieved_pct_ci_low=9.0,
+                       achieved_pct_ci_high=11.0, binding="memory")
     row = {"config": "baseline", "concurrency": 4, "output_throughput": 100.0, "tpot_p50_ms": 2.0,
            "interactivity": 500.0, "ttft_p50_ms": 10.0}
     fields = dict(target="t", baseline=measurement(100.0), baseline_argv=["python", "-m", "vllm", "--max-num-seqs", "2"],
@@ -35,7 +37,7 @@ def inputs(**extra) -> ReportInputs:
                   final_output_throughput=180.5, validated_gain_pct=80.5, validated_gain_ci_low=75.0,
                   validated_gain_ci_high=86.0, validated=True, final_argv=["python", "-m", "vllm", "--max-num-seqs", "16"],
                   final_env={"A": "1"}, stop_reason="target_reached", roofline_before=reached,
-                  roofline_after={**reached, "achieved_tok_s": 180.5, "achieved_pct": 18.05},
+                  roofline_after=reached.model_copy(update={"achieved_tok_s": 180.5, "achieved_pct": 18.05}),
                   roofline_explanation="memory-bound", trials=[trial], keepers=[cap.name], conflicts=[],
                   sweep_rows=[row, {**row, "config": "stack"}], plots=["p.png"], environment={"engine": "vllm"},
                   warnings=[])
@@ -55,7 +57,8 @@ def test_every_section_and_the_given_numbers() -> None:
 
 def test_release_section_only_on_a_release_run() -> None:
     assert "## Release" not in render_markdown(inputs())
-    check = {"release": "vllm==0.33.0", "holds": False, "summary": "regression: ... -3.00% ...", "gain_pct": -3.0}
+    check = ReleaseCheck(release="vllm==0.33.0", holds=False, summary="regression: ... -3.00% ...", gain_pct=-3.0,
+                         ci_low=-4.0, ci_high=-2.0, previous_gain_pct=10.0)
     assert "REGRESSION" in render_markdown(inputs(release_check=check))
 
 

@@ -122,13 +122,13 @@ def test_achieved_is_a_share_of_the_ceiling_with_its_interval() -> None:
     roofline = decode_roofline(shape_from_config(LLAMA_3_8B), hardware, batch=8, mean_context=512)
     ceiling = roofline.ceiling_tok_s
     result = achieved(roofline, ceiling / 2, ceiling / 4, ceiling * 3 / 4)
-    assert result["achieved_pct"] == pytest.approx(50)
-    assert (result["achieved_pct_ci_low"], result["achieved_pct_ci_high"]) == (pytest.approx(25), pytest.approx(75))
-    assert result["above_ceiling"] is False and result["warning"] is None
+    assert result.achieved_pct == pytest.approx(50)
+    assert (result.achieved_pct_ci_low, result.achieved_pct_ci_high) == (pytest.approx(25), pytest.approx(75))
+    assert result.above_ceiling is False and result.warning is None
     over = achieved(roofline, ceiling * 1.2, ceiling * 1.1, ceiling * 1.3)
-    assert over["above_ceiling"] is True
-    assert over["achieved_pct"] == pytest.approx(120)
-    assert "above" in over["warning"]
+    assert over.above_ceiling is True
+    assert over.achieved_pct == pytest.approx(120)
+    assert "above" in over.warning
 
 
 def test_models_reject_unknown_fields_and_bad_inputs() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hyperloom_assets.core.decisions.stop_reasons import DESCRIPTIONS, StopReason, describe, markdown_table
@@ -35,3 +37,9 @@ def test_markdown_table_lists_each_reason_once():
     table = markdown_table()
     for reason in StopReason:
         assert table.count(f"`{reason.value}`") == 1
+
+
+def test_the_readme_table_is_the_vocabulary() -> None:
+    """The README quotes the code's table verbatim, so the words cannot drift from it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert markdown_table() in readme

@@ -8,7 +8,6 @@ from pydantic import ValidationError
 from hyperloom_assets.core.planning.variants import (
     Variant,
     apply_variant,
-    changes_config,
     compose,
     effective_settings,
     parse_args,
@@ -73,14 +72,6 @@ def test_a_variant_cannot_add_and_remove_the_same_knob():
         variant(remove_args=["4"])
     with pytest.raises(ValidationError):
         Variant(name="x", provenance="seed_grid", reason="r", fingerprint="no such field")
-
-
-def test_changes_config_ignores_spelling_and_order():
-    base = ["--a", "1", "--b", "2"]
-    assert not changes_config(base, {}, variant(add_args=["--a=1"]))
-    assert changes_config(base, {}, variant(add_args=["--a", "2"]))
-    assert not changes_config(base, {"E": "1"}, variant(set_env={"E": "1"}))
-    assert changes_config(base, {"E": "1"}, variant(unset_env=["E"]))
 
 
 def test_compose_later_keeper_wins_and_the_conflict_is_recorded():

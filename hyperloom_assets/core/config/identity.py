@@ -6,10 +6,8 @@ in resources/releases/identity.py; both feed the ledger context of invariant 1.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.hashing import canonical_hash
 
 # The fields that change what is served or measured; host, budgets and sweep do not.
 SERVING_FIELDS = ("engine", "model", "server_args", "env", "workload")
@@ -18,5 +16,4 @@ SERVING_FIELDS = ("engine", "model", "server_args", "env", "workload")
 def server_config_version(target: Target) -> str:
     """A hash of the target's serving fields: an edit makes its baseline stale."""
     fields = target.model_dump(mode="json", include=set(SERVING_FIELDS))
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha1(canonical.encode()).hexdigest()[:16]
+    return canonical_hash(fields)

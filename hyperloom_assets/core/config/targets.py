@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import Field, PositiveInt, ValidationError, field_validator
+
+from hyperloom_assets.core.models import Strict
 
 ENGINES = ("vllm", "sglang", "atom", "sim")
 DEFAULT_TARGETS_DIR = Path("targets")
@@ -21,9 +23,6 @@ def targets_dir() -> Path:
     """The targets folder: `HYPERLOOM_TARGETS_DIR`, else `targets/` under the cwd."""
     return Path(os.environ.get("HYPERLOOM_TARGETS_DIR", DEFAULT_TARGETS_DIR)).resolve()
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Slo(Strict):

@@ -17,8 +17,6 @@ import statistics
 import time
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.decisions.rule import (
     MAX_MEASUREMENTS,
     Decision,
@@ -30,13 +28,9 @@ from hyperloom_assets.core.decisions.rule import (
     killed_overtime,
 )
 from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval, repeats_of
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
 
 BASELINE = "baseline"  # the evidence key of the operator's config
 

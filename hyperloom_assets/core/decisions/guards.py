@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.seed_grids import flavor_of
 
 PREFIX_CACHE_OFF = "agentx_baseline_prefix_cache_off"
@@ -17,9 +16,7 @@ ARGV_ERROR_MARKERS = ("unrecognized arguments", "invalid choice")
 MAX_CONSECUTIVE_BASELINE_FAILURES = 3
 
 
-class Refusal(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Refusal(Strict):
     code: str
     engine: str
     evidence: str

@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval
+from hyperloom_assets.core.models import Strict
 
 MIN_GAIN_PCT = 1.0
 STACK_MARGIN_PCT = 0.5
@@ -44,9 +43,7 @@ class Outcome(str, Enum):
     KILLED_OVERTIME = "KILLED_OVERTIME"
 
 
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Decision(Strict):
     outcome: Outcome
     gain_pct: float | None = None
     ci_low_pct: float | None = None  # the look's interval of the gain, in %; None before one exists

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.models import Strict
 
 
-class WorkloadContract(BaseModel):
+class WorkloadContract(Strict):
     """What every measurement of a target reuses (invariant 4), fixed by its baseline."""
-
-    model_config = ConfigDict(extra="forbid")
-
     workload: Workload
     vocab_size: int
     max_model_len: int

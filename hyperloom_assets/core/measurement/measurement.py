@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from hyperloom_assets.core.models import Strict
 
 # The metrics averaged over repeats and published under these exact names.
 METRIC_NAMES: tuple[str, ...] = (
@@ -22,9 +22,6 @@ METRIC_NAMES: tuple[str, ...] = (
     "e2el_p50_ms",
 )
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class RequestRecord(Strict):

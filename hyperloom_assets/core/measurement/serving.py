@@ -12,14 +12,12 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from hyperloom_assets.core.models import Strict
 
 ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off")
 
 
-class ServerSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ServerSpec(Strict):
     engine: str  # vllm | sglang | atom | sim
     model: Path
     server_args: list[str] = []
@@ -29,11 +27,8 @@ class ServerSpec(BaseModel):
     startup_timeout_s: float | None = None  # default: the engine's, longer when cold
 
 
-class LaunchRecord(BaseModel):
+class LaunchRecord(Strict):
     """What was launched and what the engine says it ran with."""
-
-    model_config = ConfigDict(extra="forbid")
-
     argv: list[str]
     env: dict[str, str]
     base_url: str

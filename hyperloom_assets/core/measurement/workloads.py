@@ -7,22 +7,20 @@ multi-turn sessions whose prompts grow with the conversation.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import Field, PositiveInt, ValidationError
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.hashing import derived_seed, file_hash
+from hyperloom_assets.core.models import Strict
 
 # Token IDs below this are left alone: tokenizers put their special tokens first.
 FIRST_ORDINARY_TOKEN = 16
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class PlannedRequest(Strict):
@@ -137,7 +135,7 @@ def round_seed(seed: int, label: str) -> int:
     Every round sends fresh prompts: re-sending a round's prompts on the same hot
     server would turn the engine's prefix cache into a free speed-up for repeat 2.
     """
-    return int.from_bytes(hashlib.sha256(f"{seed}:{label}".encode()).digest()[:4], "big") >> 1
+    return derived_seed(f"{seed}:{label}")
 
 
 def round_plan(workload: Workload, label: str, vocab_size: int, num_prompts: int | None = None) -> Plan:
@@ -164,7 +162,7 @@ def measurement_signature(workload: Workload, plan: Plan, warmups: int, vocab_si
     signature = workload.model_dump(mode="json")
     signature.update(num_prompts=sum(len(s) for s in plan), warmups=warmups, vocab_size=vocab_size)
     if workload.trace is not None:
-        signature["trace_sha1"] = hashlib.sha1(workload.trace.read_bytes()).hexdigest()
+        signature["trace_sha1"] = file_hash(workload.trace)
     return signature
 
 

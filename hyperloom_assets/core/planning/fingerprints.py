@@ -8,20 +8,12 @@ config): the same change in a new context is tried afresh.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.hashing import canonical_hash, file_hash
 from hyperloom_assets.core.measurement.workloads import TraceError, default_num_prompts, default_warmups, read_trace
 from hyperloom_assets.core.planning.variants import Variant, canonical_flag, merge_changes, split_args
-
-FINGERPRINT_HEX_CHARS = 16
-
-
-def _sha1_16(payload: object) -> str:
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha1(canonical.encode()).hexdigest()[:FINGERPRINT_HEX_CHARS]
 
 
 def _argv_pairs(add_args: list[str]) -> list[list[str]]:
@@ -51,7 +43,7 @@ def fingerprint_change(add_args: list[str], set_env: dict[str, str], remove_args
         payload["unset_env"] = sorted(unset_env)
     if args_mode:
         payload["args_mode"] = args_mode
-    return _sha1_16(payload)
+    return canonical_hash(payload)
 
 
 def variant_fingerprint(variant: Variant) -> str:
@@ -75,7 +67,7 @@ def trial_fingerprint(keepers: list[Variant], variant: Variant) -> str:
 def trace_sha1(path: Path) -> str:
     """The hash of a trace file's bytes; an unreadable file hashes as its absence."""
     try:
-        return hashlib.sha1(path.read_bytes()).hexdigest()
+        return file_hash(path)
     except OSError:
         return f"unreadable:{path}"
 
@@ -114,7 +106,7 @@ def workload_signature(workload: Workload, model: str | Path | None = None,
 
 def context_key(target_name: str, workload_signature: dict, engine_identity: str, base_config_version: str) -> str:
     """The ledger context: a new commit, release or args edit starts a new one."""
-    return _sha1_16({
+    return canonical_hash({
         "target": target_name,
         "workload": workload_signature,
         "engine": engine_identity,

@@ -12,7 +12,7 @@ from hyperloom_assets.core.planning.seed_grids import flavor_of
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.results import BaselineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
-from hyperloom_assets.core.roofline.roofline import FP8_DTYPES, Roofline
+from hyperloom_assets.core.roofline.roofline import FP8_DTYPES, Achieved, Roofline
 
 # Where each engine's launch record states its resolved sequence cap.
 SEQUENCE_CAP_KEYS = ("max_num_seqs", "max_running_requests")
@@ -26,10 +26,10 @@ def _sequence_cap(evidence: dict | None) -> int | None:
     return None
 
 
-def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: dict) -> PlanEvidence:
+def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved) -> PlanEvidence:
     shape = load_shape(target.model)
     return PlanEvidence(
-        binding=roofline.binding, achieved_pct=achieved.get("achieved_pct"),
+        binding=roofline.binding, achieved_pct=achieved.achieved_pct,
         sequence_cap=_sequence_cap(baseline.launch.evidence),
         prefix_share=prefix_share_of(target.workload, baseline.measurement.theoretical_prefix_hit_pct),
         host="cpu" if roofline.hardware.startswith("cpu") else "gpu",
@@ -37,7 +37,7 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
     )
 
 
-def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: dict,
+def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
                     keepers: list[Variant], tried: set[str]) -> list[Variant]:
     """The plan on top of the stack so far (the first plan when there are no keepers)."""
     evidence = plan_evidence(target, baseline, roofline, achieved)

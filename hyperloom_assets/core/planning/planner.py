@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.seed_grids import (
     GridEntry,
@@ -80,9 +81,7 @@ KV_PRESSURE_USAGE_PCT = 90.0
 NEAR_ROOFLINE_PCT = 80.0
 
 
-class PlanEvidence(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PlanEvidence(Strict):
     binding: Literal["memory", "compute"] | None = None  # the roofline's binding bound
     achieved_pct: float | None = None  # achieved throughput as % of the roofline
     sequence_cap: int | None = None  # the engine's resolved cap (launch evidence), if known

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import ValidationError, model_validator
 
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
 from hyperloom_assets.sim import harness_flags
 from hyperloom_assets.sim.engine_args import engine_parser
@@ -36,9 +37,6 @@ ScoringFamily = Literal[
     "compilation_level", "parallelism", "speculative",
 ]
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class When(Strict):

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from hyperloom_assets.core.models import Strict
 
 # Flags that never take a value, across the engines we plan for. A flag not listed is
 # read as valued when the next token is not itself a flag, which covers the rest.
@@ -37,9 +39,6 @@ KNOWN_BOOLEAN_FLAGS: frozenset[str] = frozenset({
 # Flags that take several values (argparse nargs="+"): every following non-flag token.
 KNOWN_MULTI_VALUE_FLAGS: frozenset[str] = frozenset({"--cuda-graph-bs", "--cuda-graph-sizes"})
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ArgSetting(NamedTuple):
@@ -149,9 +148,6 @@ class Variant(Strict):
             raise ValueError(f"a variant cannot both set and unset {sorted(both_env)}")
         return self
 
-    def is_empty(self) -> bool:
-        return not (self.add_args or self.remove_args or self.set_env or self.unset_env)
-
 
 class EffectiveConfig(Strict):
     argv: list[str]
@@ -199,13 +195,6 @@ def apply_variant(base_args: list[str], base_env: dict[str, str], variant: Varia
     unset = [k for k in (base_unset or []) if k not in variant.set_env]
     unset += [k for k in variant.unset_env if k not in unset]
     return EffectiveConfig(argv=_join(settings), env=env, unset_env=unset)
-
-
-def changes_config(base_args: list[str], base_env: dict[str, str], variant: Variant,
-                   boolean_flags: frozenset[str] = KNOWN_BOOLEAN_FLAGS) -> bool:
-    """False when the variant would launch exactly what the base launches."""
-    base = EffectiveConfig(argv=list(base_args), env=dict(base_env))
-    return not apply_variant(base_args, base_env, variant, boolean_flags).same_as(base, boolean_flags)
 
 
 class Conflict(Strict):

@@ -26,8 +26,6 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 ENVIRONMENT_UNAVAILABLE = "environment_unavailable"
 OUTCOMES = (REQUESTED, DEFERRED_BUSY, SUCCEEDED, FAILED, ENVIRONMENT_UNAVAILABLE)
-# Outcomes the release run itself records (the sensor records the other two).
-RUN_OUTCOMES = (SUCCEEDED, FAILED, ENVIRONMENT_UNAVAILABLE)
 
 COOLDOWN = timedelta(hours=24)
 MAX_RELEASE_RUNS_PER_TICK = 5

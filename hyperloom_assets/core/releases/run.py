@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from hyperloom_assets.core.models import Strict
 
 PACKAGE_TAG = "hyperloom/release_package"
 VERSION_TAG = "hyperloom/release_version"
@@ -21,9 +21,7 @@ TRIGGER_TAG = "hyperloom/trigger"
 REGRESSION_MARGIN_PCT = 1.0
 
 
-class ReleaseRun(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ReleaseRun(Strict):
     package: str
     version: str
     python: Path
@@ -33,6 +31,18 @@ class ReleaseRun(BaseModel):
     def identity(self) -> str:
         """The engine identity of the ledger context: a release is a context of its own."""
         return f"dist:{self.package}=={self.version}"
+
+
+class ReleaseCheck(Strict):
+    """On a release run: the stack validated before, validated again on the new release."""
+
+    release: str  # "package==version"
+    holds: bool
+    summary: str
+    gain_pct: float
+    ci_low: float
+    ci_high: float
+    previous_gain_pct: float
 
 
 def release_from_tags(tags: Mapping[str, str]) -> tuple[str, str] | None:

@@ -6,19 +6,17 @@ import json
 import shlex
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.decisions.stop_reasons import describe as describe_stop_reason
 from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.releases.run import ReleaseCheck
 from hyperloom_assets.core.report.rendering import describe_change, table, trials_table
+from hyperloom_assets.core.roofline.roofline import Achieved
 
 
-class ReportInputs(BaseModel):
+class ReportInputs(Strict):
     """Everything the report shows, gathered by the `final_report` asset."""
-
-    model_config = ConfigDict(extra="forbid")
-
     target: str
     baseline: Measurement
     baseline_argv: list[str]
@@ -33,8 +31,8 @@ class ReportInputs(BaseModel):
     final_argv: list[str]
     final_env: dict[str, str]
     stop_reason: str
-    roofline_before: dict[str, Any]
-    roofline_after: dict[str, Any]
+    roofline_before: Achieved
+    roofline_after: Achieved
     roofline_explanation: str
     trials: list[TrialRecord]
     keepers: list[str]
@@ -43,7 +41,7 @@ class ReportInputs(BaseModel):
     plots: list[str]
     environment: dict[str, str]
     warnings: list[str]
-    release_check: dict[str, Any] | None = None  # on a release run: the earlier stack on it
+    release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
 
 
 def _headline(r: ReportInputs) -> list[str]:
@@ -59,8 +57,8 @@ def _headline(r: ReportInputs) -> list[str]:
 
 
 def _roofline(r: ReportInputs) -> list[str]:
-    rows = [(label, f"{d['achieved_tok_s']:,.1f}", f"{d['ceiling_tok_s']:,.1f}", f"{d['achieved_pct']:.2f}%",
-             f"[{d['achieved_pct_ci_low']:.2f}%, {d['achieved_pct_ci_high']:.2f}%]", d["binding"])
+    rows = [(label, f"{d.achieved_tok_s:,.1f}", f"{d.ceiling_tok_s:,.1f}", f"{d.achieved_pct:.2f}%",
+             f"[{d.achieved_pct_ci_low:.2f}%, {d.achieved_pct_ci_high:.2f}%]", d.binding)
             for label, d in (("baseline", r.roofline_before), ("final", r.roofline_after))]
     return ["## Roofline", "", r.roofline_explanation, "",
             table(["config", "tok/s", "ceiling tok/s", "of ceiling", "95% interval", "bound"], rows), ""]
@@ -81,9 +79,9 @@ def _release(r: ReportInputs) -> list[str]:
     if r.release_check is None:
         return []
     check = r.release_check
-    verdict = "holds" if check["holds"] else "REGRESSION"
-    return ["## Release", "", f"Release run for `{check['release']}`: the stack validated before {verdict}. "
-            f"{check['summary']}.", ""]
+    verdict = "holds" if check.holds else "REGRESSION"
+    return ["## Release", "", f"Release run for `{check.release}`: the stack validated before {verdict}. "
+            f"{check.summary}.", ""]
 
 
 def _sweep(r: ReportInputs) -> list[str]:

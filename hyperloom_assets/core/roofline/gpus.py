@@ -6,12 +6,10 @@ each entry. Pure data.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from hyperloom_assets.core.models import Frozen
 
 
-class GpuSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class GpuSpec(Frozen):
     name: str
     memory_gb: float  # HBM capacity, GB (1e9 bytes)
     mem_bw_gbps: float  # memory bandwidth, GB/s

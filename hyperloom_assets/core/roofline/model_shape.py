@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from hyperloom_assets.core.models import Frozen
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "float8_e4m3fn": 1}
 
 
-class ModelShape(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ModelShape(Frozen):
     hidden: int
     layers: int
     heads: int

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.workloads import PlannedRequest, mean_context_tokens
+from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.roofline.gpus import gpu_spec
 from hyperloom_assets.core.roofline.model_shape import DTYPE_BYTES, ModelShape
 
 FP8_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "float8_e4m3fn", "float8_e5m2", "fp8_inc")
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Hardware(Strict):
+class Hardware(Frozen):
     """What the roofline needs of a machine, summed over the devices serving one model."""
 
     name: str  # e.g. "H100 x2" or "cpu (2 cores)"
@@ -35,7 +32,7 @@ class Hardware(Strict):
     source: str  # a datasheet, or how the host was measured
 
 
-class Roofline(Strict):
+class Roofline(Frozen):
     ceiling_tok_s: float
     memory_bound_tok_s: float
     compute_bound_tok_s: float
@@ -149,7 +146,20 @@ def workload_roofline(shape: ModelShape, hardware: Hardware, workload: Workload,
                            kv_cache_dtype)
 
 
-def achieved(roofline: Roofline, mean: float, ci_low: float, ci_high: float) -> dict:
+class Achieved(Frozen):
+    """A measured throughput as a share of the roofline ceiling, with its interval."""
+
+    achieved_tok_s: float
+    ceiling_tok_s: float
+    achieved_pct: float
+    achieved_pct_ci_low: float
+    achieved_pct_ci_high: float
+    binding: str
+    above_ceiling: bool = False
+    warning: str | None = None
+
+
+def achieved(roofline: Roofline, mean: float, ci_low: float, ci_high: float) -> Achieved:
     """Achieved output throughput as a share of the ceiling; above it is a warning only."""
     ceiling = roofline.ceiling_tok_s
     above = mean > ceiling
@@ -158,13 +168,6 @@ def achieved(roofline: Roofline, mean: float, ci_low: float, ci_high: float) -> 
         warning = (f"measured {mean:,.1f} tok/s is above the {roofline.binding}-bound ceiling of {ceiling:,.1f} "
                    f"tok/s on {roofline.hardware}; the hardware figures ({roofline.hardware_source}) "
                    f"or the model shape are likely off")
-    return {
-        "achieved_tok_s": mean,
-        "ceiling_tok_s": ceiling,
-        "achieved_pct": 100.0 * mean / ceiling,
-        "achieved_pct_ci_low": 100.0 * ci_low / ceiling,
-        "achieved_pct_ci_high": 100.0 * ci_high / ceiling,
-        "binding": roofline.binding,
-        "above_ceiling": above,
-        "warning": warning,
-    }
+    return Achieved(achieved_tok_s=mean, ceiling_tok_s=ceiling, achieved_pct=100.0 * mean / ceiling,
+                    achieved_pct_ci_low=100.0 * ci_low / ceiling, achieved_pct_ci_high=100.0 * ci_high / ceiling,
+                    binding=roofline.binding, above_ceiling=above, warning=warning)
