@@ -11,9 +11,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.event_api import PartitionKeyFilter
 
 from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
+from tests.assets.test_checks_sim import CHECKS
 from tests.conftest import SIM_MODEL
 
 pytestmark = pytest.mark.cli
@@ -35,6 +37,18 @@ def stored_metadata(home: Path, asset: str, partition: str) -> dict:
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
         assert records, f"no stored materialization of {asset} for {partition}"
         return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
+
+
+def stored_checks(home: Path, partition: str) -> dict[str, bool]:
+    """Each check's latest result for the partition, as the UI's Checks tab reads it."""
+    keys = [dg.AssetCheckKey(dg.AssetKey(asset), name) for asset, names in CHECKS.items() for name in names]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        instance = dg.DagsterInstance.get()
+    with instance:
+        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            keys, partition_filter=PartitionKeyFilter(key=partition))
+    return {key.name: record.status.value == "SUCCEEDED" for key, record in latest.items()}
 
 
 @pytest.fixture
@@ -61,6 +75,10 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
     assert Path(report["report_path"]).is_file()
     assert report["final_output_throughput"] > report["baseline_output_throughput"]
     assert stored_metadata(home, "baseline", "sim-cli")["repeats"] == 2
+    checks = stored_checks(home, "sim-cli")
+    assert set(checks) == {name for names in CHECKS.values() for name in names}, "every check, filed under its target"
+    assert checks["report_matches_store"] and checks["no_measurement_above_roofline"]
+    assert "PreviewWarning" not in done.stderr
 
 
 @pytest.mark.real_engine
