@@ -149,6 +149,10 @@ def no_measurement_above_roofline(found: list[Position], unjudged: list[int]) ->
                                description=f"all {len(found)} under their ceilings; highest: {_describe(highest)}")
 
 
+def roofline_unavailable(reason: str) -> dg.AssetCheckResult:
+    return _cannot_run("no_measurement_above_roofline", reason)
+
+
 def report_matches_store(found: list[Comparison], report_path: Path) -> dg.AssetCheckResult:
     mismatches = [c for c in found if not c.matches]
     # ERROR: a report that disagrees with the measurements it was built from is a defect,

@@ -16,6 +16,7 @@ from hyperloom_assets.assets.checks import (
     check_specs,
     no_measurement_above_roofline,
     report_matches_store,
+    roofline_unavailable,
 )
 from hyperloom_assets.core.measurement.stats import repeats_of
 from hyperloom_assets.core.report.consistency import compare_report
@@ -80,13 +81,17 @@ def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline
     stored = store.measurements(baseline.target)
     replayed = {i for t in trials.climb.trials if t.replayed for i in t.measurement_ids + t.best_measurement_ids}
     rows = report_rows(stored, baseline.context_key, baseline.measurement_id, replayed)
-    found, unjudged = positions(rows, load_shape(target.model), roofline.hardware, roofline.roofline)
+    hardware = getattr(roofline, "hardware", None)  # a roofline stored by an older hyperloom has none
+    if hardware is None:
+        ceilings = roofline_unavailable("the stored roofline predates recording its hardware; materialize roofline again")
+    else:
+        ceilings = no_measurement_above_roofline(*positions(rows, load_shape(target.model), hardware, roofline.roofline))
     stack = store.latest_stack(baseline.target)
     stack_result = stack["result"] if stack and stack["context_key"] == baseline.context_key else None
     stored_baseline = next((row["measurement"] for row in stored if row["id"] == baseline.measurement_id), None)
     comparisons = compare_report(json.loads(path.with_name("report.json").read_text()), path.read_text(),
                                  stored_baseline, stack_result, store.trials(baseline.context_key))
-    return [no_measurement_above_roofline(found, unjudged), report_matches_store(comparisons, path)]
+    return [ceilings, report_matches_store(comparisons, path)]
 
 
 def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,

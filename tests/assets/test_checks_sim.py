@@ -4,6 +4,7 @@ what it guards breaks (the mutation is in each test's name and first lines)."""
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +229,17 @@ def test_validated_gain_says_it_cannot_run_without_a_keeper(run, monkeypatch) ->
                        "optimization_stack", partition=FLAT)
     check = checks["validated_gain_interval_excludes_zero"]
     assert not check.passed and check.severity == WARN and check.description.startswith("cannot run: no keeper")
+
+
+def test_a_roofline_stored_before_it_kept_its_hardware_says_the_check_cannot_run(run) -> None:
+    # An older hyperloom's pickled roofline: its state has no `hardware`.
+    stored = Path(run.instance.storage_directory()) / "roofline" / NAME
+    original = stored.read_bytes()
+    old = pickle.loads(original)
+    del old.__dict__["hardware"]
+    stored.write_bytes(pickle.dumps(old))
+    try:
+        check = run.rerun("final_report")["no_measurement_above_roofline"]
+    finally:
+        stored.write_bytes(original)
+    assert not check.passed and check.severity == WARN and "materialize roofline again" in check.description
