@@ -107,6 +107,7 @@ def plot_gains_waterfall(baseline: Measurement, keepers: list[Step], validated: 
                     if validated.ci_low_pct is not None else "")
         _label(axes, x, base, validated, f"{validated.gain_pct:+.2f}%{interval}")
         labels.append("validated stack")
+    axes.set_ylim(0, axes.get_ylim()[1] * 1.1)  # headroom for the labels above the intervals
     axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
     axes.set_ylabel("output tokens/s")
     axes.set_title("Gains: each keeper on the running best; the stack validated against the baseline"
