@@ -9,15 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hyperloom_assets.core.engines.registry import engine_flags_for, flavor_of, grid_engine, harness_flags_for
+from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
 from hyperloom_assets.core.planning.seed_grids import (
     GRIDS_DIR,
-    SIM_HARNESS_FLAGS,
     GridError,
     Ladder,
-    engine_flags_for,
-    flavor_of,
-    grid_engine,
-    harness_flags_for,
     load_grid_file,
     load_grids,
 )
