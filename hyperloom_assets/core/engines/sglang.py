@@ -43,6 +43,7 @@ ENGINE = EngineSpec(
     model_flag="--model-path",
     launcher_aliases=("--model",),
     port_flag="--port",
+    console_commands=(("sglang", "serve"),),  # 0.5.23's recommended entry; `-m sglang.launch_server` still works
     distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
     release_distribution="sglang",
     source_import_root="python",
