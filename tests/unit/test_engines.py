@@ -131,3 +131,15 @@ def test_a_release_of_the_sim_starts_from_its_own_module():
     argv = server_argv(engine_for("sim"), PY, MODEL, 9000, ["--gpu", "H100"], installed)
     assert argv[2:4] == ["hyperloom_sim_engine", "--model"]
     assert server_argv(engine_for("sim"), PY, MODEL, 9000, [], None)[2:4] == ["hyperloom_assets.cli", "sim-serve"]
+
+
+def test_a_namesake_is_refused_before_any_server_starts(tmp_path, host):
+    from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+    from hyperloom_assets.resources.hosts.process_group import read_pidfiles
+
+    python = _venv_with(tmp_path, _atom_dist("0.13.0", ["atom/__init__.py"]))
+    spec = ServerSpec(engine="atom", model=MODEL, python=python)
+    with pytest.raises(ServerError, match="preflight: .*atom 0.13.0 \\(not the atom engine"):
+        with host.serve(spec, tmp_path / "run"):
+            pass
+    assert not (tmp_path / "run" / "server.log").exists() and read_pidfiles(host.pid_dir()) == []
