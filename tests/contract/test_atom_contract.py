@@ -147,3 +147,5 @@ def test_launch_markers_and_no_record() -> None:
     assert spec.release_distribution is None  # PyPI's `atom` is nucleic's
     assert spec.distributions[0].ships == "atom/entrypoints/openai_server.py"
     assert str(PREFIX_CACHE_DEFAULT_ON_SINCE) == "0.1.3"
+    # pyproject.toml: [tool.setuptools.packages.find] where = ["."] include = ["atom*"]
+    assert spec.source_import_root == "."

@@ -75,6 +75,7 @@ def test_our_marker_table_is_the_quoted_one() -> None:
     assert set(spec.fatal_markers) == (set(LOG_QUOTES) - {"record", "health", "frontend flags", "-O"}) | set(TORCH_MARKERS)
     assert spec.health_path == "/health"
     assert spec.entry.module == "vllm.entrypoints.openai.api_server"
+    assert spec.source_import_root == "."  # the repo keeps the package at vllm/
 
 
 def test_the_entry_module_runs_as_a_script(vllm_dir: Path) -> None:

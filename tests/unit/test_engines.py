@@ -143,3 +143,13 @@ def test_a_namesake_is_refused_before_any_server_starts(tmp_path, host):
         with host.serve(spec, tmp_path / "run"):
             pass
     assert not (tmp_path / "run" / "server.log").exists() and read_pidfiles(host.pid_dir()) == []
+
+
+def test_every_env_knob_of_a_grid_carries_its_engines_prefix():
+    from hyperloom_assets.core.planning.seed_grids import load_grids
+
+    for engine, grid in load_grids().items():
+        names = {e.env_var for e in grid.entries if e.env_var} | {n for e in grid.entries for n in e.set_env}
+        names |= {k for k in grid.ablation_rules if not k.startswith("-")}
+        prefixes = engine_for(engine).env_prefixes
+        assert prefixes and all(name.startswith(prefixes) for name in names), (engine, names)

@@ -23,8 +23,6 @@ from hyperloom_assets.core.engines.spec import GRIDS_DIR, EngineSpec
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
 
-__all__ = ["GRIDS_DIR", "GridEntry", "GridError", "Ladder", "SeedGrid", "accuracy_risk", "load_grid_file", "load_grids"]
-
 ScoringFamily = Literal[
     "sequence_cap", "token_budget", "cuda_graphs", "prefix_cache", "fp8_kv", "kv_capacity",
     "block_size", "cpu_threads", "schedule_policy", "cuda_graph_bs", "stream_interval",
