@@ -15,11 +15,11 @@ from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.assets.test_optimize_sim import materialization, write_target
 
 FLAVORS = {
-    "vllm": (["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"],
+    "vllm": (["--gpu", "H100", "--time-scale", "100", "--max-num-seqs", "4", "--enforce-eager"],
              "--port", {"max_num_seqs": 4}),
-    "sglang": (["--gpu", "H100", "--flavor", "sglang", "--time-scale", "50", "--max-running-requests", "4"],
+    "sglang": (["--gpu", "H100", "--flavor", "sglang", "--time-scale", "100", "--max-running-requests", "4"],
                "--port", {"max_running_requests": 4, "disable_radix_cache": False}),
-    "atom": (["--gpu", "MI300X", "--flavor", "atom", "--time-scale", "50", "--max_num_seqs", "4"],
+    "atom": (["--gpu", "MI300X", "--flavor", "atom", "--time-scale", "100", "--max_num_seqs", "4"],
              "--server-port", None),
 }
 
@@ -34,7 +34,7 @@ def instance():
 def test_optimize_job_runs_through_each_flavor(tmp_path, host, store, instance, flavor: str) -> None:
     server_args, port_flag, evidence = FLAVORS[flavor]
     name = f"sim-{flavor}"
-    write_target(tmp_path / "targets", name, server_args, max_trials=2, sweep_concurrencies=[16])
+    write_target(tmp_path / "targets", name, server_args, max_trials=1, sweep_concurrencies=[16])
     defs = build_defs(tmp_path / "targets", host=host, store=store)
     result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key=name, instance=instance)
     assert result.success
