@@ -96,7 +96,8 @@ def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> int:
 
 def prefix_cache_guard(target: Target):
     def check(launch: LaunchRecord) -> None:
-        refusal = guards.prefix_cache_refusal(target.engine, target.server_args, launch.evidence, target.workload.kind)
+        refusal = guards.prefix_cache_refusal(target.engine, target.server_args, launch.evidence,
+                                              target.workload.kind, launch.engine_version)
         if refusal is not None:
             raise ServerError("prefix_cache_off", refusal.message(), argv=launch.argv)
     return check
