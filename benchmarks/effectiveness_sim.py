@@ -46,7 +46,8 @@ from hyperloom_assets.core.planning.planner import (  # noqa: E402
     effective_sequence_cap,
     seed_proposals,
 )
-from hyperloom_assets.core.planning.seed_grids import grid_engine, harness_flags_for, load_grids  # noqa: E402
+from hyperloom_assets.core.engines.registry import grid_engine, harness_flags_for  # noqa: E402
+from hyperloom_assets.core.planning.seed_grids import load_grids  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant, compose, setting_key, split_args, strip_flags  # noqa: E402
 from hyperloom_assets.core.roofline.gpus import gpu_spec  # noqa: E402
 from hyperloom_assets.sim.engine_args import resolve_config  # noqa: E402

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
@@ -31,7 +32,7 @@ class MeasuredConfig(Strict):
 
 def in_engine_time(spec: ServerSpec, measurement: Measurement) -> Measurement:
     """A sim's numbers in its simulated GPU's time; real engines' as measured."""
-    if spec.engine != "sim":
+    if not engine_for(spec.engine).simulated:
         return measurement
     return to_simulated_time(measurement, time_scale_of(spec.server_args))
 

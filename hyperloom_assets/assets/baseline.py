@@ -5,9 +5,17 @@ a retry identical to a failed one); the prefix-cache guard reads the engine's ow
 launch account before a single request is measured.
 """
 
+from collections.abc import Iterator
+
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.checks import (
+    BASELINE_CHECKS,
+    baseline_client_not_saturated,
+    baseline_converged,
+    check_specs,
+)
 from hyperloom_assets.core.config.identity import server_config_version
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions import guards
@@ -23,6 +31,7 @@ from hyperloom_assets.core.measurement.workloads import (
 from hyperloom_assets.core.planning.fingerprints import context_key, workload_signature
 from hyperloom_assets.core.planning.variants import parse_args
 from hyperloom_assets.core.releases.run import ReleaseRun, release_from_tags
+from hyperloom_assets.core.report.precision import Unit, rounded
 from hyperloom_assets.core.results import BaselineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.client import BenchmarkClient
@@ -87,27 +96,32 @@ def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> int:
 
 def prefix_cache_guard(target: Target):
     def check(launch: LaunchRecord) -> None:
-        refusal = guards.prefix_cache_refusal(target.engine, target.server_args, launch.evidence, target.workload.kind)
+        refusal = guards.prefix_cache_refusal(target.engine, target.server_args, launch.evidence,
+                                              target.workload.kind, launch.engine_version)
         if refusal is not None:
             raise ServerError("prefix_cache_off", refusal.message(), argv=launch.argv)
     return check
 
 
+UNITS: dict[str, Unit] = {
+    "output_throughput": "tok/s", "output_throughput_ci_low": "tok/s", "output_throughput_ci_high": "tok/s",
+    "request_throughput": "req/s", "ttft_p50_ms": "ms", "ttft_p99_ms": "ms", "tpot_p50_ms": "ms", "itl_p50_ms": "ms",
+    "e2el_p50_ms": "ms"}
+
+
 def baseline_metadata(result: BaselineResult) -> dict:
     m = result.measurement
-    metadata = {key: float(getattr(m, key)) for key in (
-        "output_throughput", "output_throughput_ci_low", "output_throughput_ci_high", "request_throughput",
-        "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms")}
+    metadata = {key: rounded(float(getattr(m, key)), unit) for key, unit in UNITS.items()}
     metadata.update(
         completed=float(m.completed), repeats=len(m.repeats),
         launch_evidence=dg.MetadataValue.json(result.launch.evidence or {"record": "unknown"}),
         argv=dg.MetadataValue.text(result.launch.argv_text), env=dg.MetadataValue.json(result.spec.env),
         converged=m.converged, client_saturated=m.client_saturated,
         server_log=dg.MetadataValue.path(str(result.launch.log_path)),
-        ready_s=result.launch.ready_s, context_key=result.context_key,
+        ready_s=rounded(result.launch.ready_s, "s"), context_key=result.context_key,
     )
     if m.theoretical_prefix_hit_pct is not None:
-        metadata["theoretical_prefix_hit_pct"] = float(m.theoretical_prefix_hit_pct)
+        metadata["theoretical_prefix_hit_pct"] = rounded(float(m.theoretical_prefix_hit_pct), "%")
     return metadata
 
 
@@ -162,16 +176,19 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
 
 def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
     @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
-              deps=["framework_tree", "server_config"],
+              deps=["framework_tree", "server_config"], dagster_type=BaselineResult,
+              check_specs=check_specs("baseline", BASELINE_CHECKS, partitions),
               description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
     def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
-                 store: ResultStore, envs: ReleaseEnvironments) -> dg.Output[BaselineResult]:
+                 store: ResultStore, envs: ReleaseEnvironments) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
         contract = workload_contract(target)  # bad input fails before a release env or a server
         release = prepare_release(context.run.tags, context.partition_key, envs, store)
         result = measure_baseline(context, target, contract, host, bench, store, release)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
-        return dg.Output(result, metadata=baseline_metadata(result))
+        yield dg.Output(result, metadata=baseline_metadata(result))
+        yield baseline_converged(result.measurement)
+        yield baseline_client_not_saturated(result.measurement)
 
     return baseline

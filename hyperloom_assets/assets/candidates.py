@@ -3,10 +3,11 @@
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.report.rendering import variants_table
+from hyperloom_assets.core.report.tables import plan_table
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.store.results import ResultStore
@@ -24,6 +25,6 @@ def build_candidates_asset(partitions: dg.PartitionsDefinition):
         recorded = {row["fingerprint"] for row in store.trials(baseline.context_key)}
         return dg.Output(variants, metadata={
             "count": len(variants), "in_ledger": sum(variant_fingerprint(v) in recorded for v in variants),
-            "plan": dg.MetadataValue.md(variants_table(variants, recorded))})
+            "plan": table_value(plan_table(variants, recorded))})
 
     return candidates

@@ -1,12 +1,12 @@
 """The `concurrency_sweep` asset: baseline and stack over the concurrency ladder."""
 
 import dagster as dg
-import polars as pl
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.report.plots import plot_sweep
-from hyperloom_assets.core.report.rendering import table
+from hyperloom_assets.core.report.tables import sweep_table
 from hyperloom_assets.core.results import BaselineResult, StackResult, SweepResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -44,16 +44,10 @@ def build_sweep_asset(partitions: dg.PartitionsDefinition, pool: str):
         if not optimization_stack.keepers:  # the stack is the baseline: same server, same numbers
             rows += [{**row, "config": "stack"} for row in rows]
         plots = plot_sweep(rows, step_dir(host, name, context.run.run_id, "sweep-plots"))
-        frame = pl.DataFrame(rows)
         return dg.Output(SweepResult(rows=rows, plots=[str(p) for p in plots]), metadata={
-            "rungs": dg.MetadataValue.json(ladder), "table": dg.MetadataValue.md(_frame_markdown(frame)),
+            "rungs": dg.MetadataValue.json(ladder), "table": table_value(sweep_table(rows)),
             "plot_concurrency": dg.MetadataValue.path(str(plots[0])),
             "plot_interactivity": dg.MetadataValue.path(str(plots[1])),
         })
 
     return concurrency_sweep
-
-
-def _frame_markdown(frame: pl.DataFrame) -> str:
-    rows = [[f"{v:,.2f}" if isinstance(v, float) else v for v in row] for row in frame.iter_rows()]
-    return table(frame.columns, rows)

@@ -4,19 +4,33 @@ The headline, every trial, the stack, the sweep and the commands to reproduce it
 every flagged measurement of the run read back from the result store.
 """
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.checks import (
+    REPORT_CHECKS,
+    check_specs,
+    no_measurement_above_roofline,
+    report_matches_store,
+    roofline_unavailable,
+)
 from hyperloom_assets.core.measurement.stats import repeats_of
+from hyperloom_assets.core.report.consistency import compare_report
 from hyperloom_assets.core.report.markdown import (
     ReportInputs,
     measurement_warnings,
     render_markdown,
     run_measurement_warnings,
 )
+from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_roofline_position
+from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, StackResult, SweepResult, TrialsResult
+from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.local import LocalHost
@@ -26,14 +40,17 @@ from hyperloom_assets.resources.store.results import ResultStore
 
 
 def build_report_asset(partitions: dg.PartitionsDefinition):
-    @dg.asset(partitions_def=partitions, group_name="sweep",
+    @dg.asset(partitions_def=partitions, group_name="sweep", dagster_type=str,
+              check_specs=check_specs("final_report", REPORT_CHECKS, partitions),
               description="Markdown, plots and JSON: the headline, every trial, the stack, the sweep, the commands.")
     def final_report(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, store: ResultStore,
                      baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
-                     optimization_stack: StackResult, concurrency_sweep: SweepResult) -> dg.Output[str]:
+                     optimization_stack: StackResult,
+                     concurrency_sweep: SweepResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         name = context.partition_key
+        target = catalog.target(name)
         folder = step_dir(host, name, context.run.run_id, "report")
-        inputs = report_inputs(catalog.target(name), host, baseline, roofline, trials, optimization_stack,
+        inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,
                                concurrency_sweep, folder, store.measurements(name), context.run.run_id)
         markdown = render_markdown(inputs)
         path = folder / "report.md"
@@ -43,16 +60,38 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
             ReleaseLedger(store).record(name, baseline.release.package, baseline.release.version, "succeeded",
                                         optimization_stack.release_check.summary if optimization_stack.release_check
                                         else "", run_id=context.run.run_id)
-        return dg.Output(str(path), metadata={
+        yield dg.Output(str(path), metadata={
             "report_path": dg.MetadataValue.path(str(path.resolve())),
-            "baseline_output_throughput": baseline.measurement.output_throughput,
-            "final_output_throughput": optimization_stack.final_output_throughput,
-            "gain_pct": optimization_stack.validated_gain_pct,
+            "baseline_output_throughput": rounded(baseline.measurement.output_throughput, "tok/s"),
+            "final_output_throughput": rounded(optimization_stack.final_output_throughput, "tok/s"),
+            "gain_pct": rounded(optimization_stack.validated_gain_pct, "%"),
             "stop_reason": dg.MetadataValue.text(optimization_stack.stop_reason),
             "report": dg.MetadataValue.md(markdown),
+            "plot_waterfall": dg.MetadataValue.path(str(folder / inputs.waterfall_plot)),
+            "plot_roofline": dg.MetadataValue.path(str(folder / inputs.roofline_plot)),
         })
+        yield from report_checks(store, target, baseline, roofline, trials, path.resolve())
 
     return final_report
+
+
+def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline: RooflineResult,
+                  trials: TrialsResult, path: Path) -> list[dg.AssetCheckResult]:
+    """The report's checks, from what was written to disk and what the store holds."""
+    stored = store.measurements(baseline.target)
+    replayed = {i for t in trials.climb.trials if t.replayed for i in t.measurement_ids + t.best_measurement_ids}
+    rows = report_rows(stored, baseline.context_key, baseline.measurement_id, replayed)
+    hardware = getattr(roofline, "hardware", None)  # a roofline stored by an older hyperloom has none
+    if hardware is None:
+        ceilings = roofline_unavailable("the stored roofline predates recording its hardware; materialize roofline again")
+    else:
+        ceilings = no_measurement_above_roofline(*positions(rows, load_shape(target.model), hardware, roofline.roofline))
+    stack = store.latest_stack(baseline.target)
+    stack_result = stack["result"] if stack and stack["context_key"] == baseline.context_key else None
+    stored_baseline = next((row["measurement"] for row in stored if row["id"] == baseline.measurement_id), None)
+    comparisons = compare_report(json.loads(path.with_name("report.json").read_text()), path.read_text(),
+                                 stored_baseline, stack_result, store.trials(baseline.context_key))
+    return [ceilings, report_matches_store(comparisons, path)]
 
 
 def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
@@ -64,6 +103,11 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         plots.append(copy.name)
     top = repeats_of(stack.stack_launches) or baseline.measurement.repeats_throughputs()
     after = achieved(roofline.roofline, stack.final_output_throughput, min(top), max(top))
+    validated = (Step(label="validated stack", gain_pct=stack.validated_gain_pct, ci_low_pct=stack.validated_gain_ci_low,
+                      ci_high_pct=stack.validated_gain_ci_high) if stack.validated else None)
+    waterfall = plot_gains_waterfall(baseline.measurement, keeper_steps(trials.climb.trials), validated,
+                                     folder / "gains_waterfall.png")
+    position = plot_roofline_position(roofline.roofline, roofline.achieved, after, folder / "roofline_position.png")
     warnings = measurement_warnings("baseline", baseline.measurement) + list(roofline.warnings)
     warnings += [f"stack flag conflict: {c}" for c in stack.conflicts]
     warnings += run_measurement_warnings(stored, run_id)
@@ -82,6 +126,7 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         validated=stack.validated, final_argv=stack.launch_argv, final_env=stack.final_env, stop_reason=stack.stop_reason,
         roofline_before=roofline.achieved, roofline_after=after, roofline_explanation=roofline.roofline.explanation,
         trials=trials.climb.trials, keepers=[k.name for k in stack.keepers], conflicts=stack.conflicts,
-        sweep_rows=sweep.rows, plots=plots, environment=environment, warnings=warnings,
+        sweep_rows=sweep.rows, plots=plots, waterfall_plot=waterfall.name, roofline_plot=position.name,
+        environment=environment, warnings=warnings,
         release_check=stack.release_check,
     )

@@ -7,15 +7,18 @@ interval that the climb's selection cannot inflate.
 
 import shlex
 import statistics
+from collections.abc import Iterator
 
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
 from hyperloom_assets.core.decisions.rule import validated_gain
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, stack_verdict
+from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import BaselineResult, StackResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -84,10 +87,11 @@ def stack_result(target, baseline: BaselineResult, trials: TrialsResult, base: L
 
 def build_stack_asset(partitions: dg.PartitionsDefinition, pool: str):
     @dg.asset(partitions_def=partitions, group_name="exploit", pool=pool,
+              dagster_type=StackResult, check_specs=check_specs("optimization_stack", STACK_CHECKS, partitions),
               description="The keepers composed; the gain validated interleaved on fresh servers.")
     def optimization_stack(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
                            bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
-                           trials: TrialsResult) -> dg.Output[StackResult]:
+                           trials: TrialsResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
         base, top, argv = [], [], []
         if trials.climb.keepers:
@@ -98,13 +102,15 @@ def build_stack_asset(partitions: dg.PartitionsDefinition, pool: str):
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
                            keepers=[k.model_dump(mode="json") for k in result.keepers],
                            result=result.model_dump(mode="json", exclude={"keepers"}))
-        return dg.Output(result, metadata={
-            "final_output_throughput": result.final_output_throughput,
-            "validated_gain_pct": result.validated_gain_pct, "validated_gain_ci_low": result.validated_gain_ci_low,
-            "validated_gain_ci_high": result.validated_gain_ci_high, "validated": result.validated,
+        yield dg.Output(result, metadata={
+            "final_output_throughput": rounded(result.final_output_throughput, "tok/s"),
+            "validated_gain_pct": rounded(result.validated_gain_pct, "%"),
+            "validated_gain_ci_low": rounded(result.validated_gain_ci_low, "%"),
+            "validated_gain_ci_high": rounded(result.validated_gain_ci_high, "%"), "validated": result.validated,
             "final_argv": dg.MetadataValue.text(shlex.join(result.final_argv)),
             "final_env": dg.MetadataValue.json(result.final_env), "stop_reason": result.stop_reason,
             "conflicts": dg.MetadataValue.json(result.conflicts),
         })
+        yield validated_gain_interval_excludes_zero(result)
 
     return optimization_stack

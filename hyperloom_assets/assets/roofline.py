@@ -7,6 +7,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from hyperloom_assets.core.measurement.workloads import build_plan
+from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.roofline import achieved, kv_cache_dtype_from_args, workload_roofline
@@ -25,7 +26,7 @@ def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
     reached = achieved(roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high)
     if reached.warning:
         warnings.append(reached.warning)
-    return RooflineResult(roofline=roofline, achieved=reached, warnings=warnings)
+    return RooflineResult(roofline=roofline, hardware=hardware, achieved=reached, warnings=warnings)
 
 
 def build_roofline_asset(partitions: dg.PartitionsDefinition):
@@ -39,10 +40,11 @@ def build_roofline_asset(partitions: dg.PartitionsDefinition):
             context.log.warning(warning)
         r, a = result.roofline, result.achieved
         return dg.Output(result, metadata={
-            "ceiling_tok_s": r.ceiling_tok_s, "memory_bound_tok_s": r.memory_bound_tok_s,
-            "compute_bound_tok_s": r.compute_bound_tok_s, "binding": r.binding, "explanation": r.explanation,
-            "hardware": r.hardware, "achieved_pct": a.achieved_pct, "achieved_pct_ci_low": a.achieved_pct_ci_low,
-            "achieved_pct_ci_high": a.achieved_pct_ci_high, "above_ceiling": a.above_ceiling,
+            "ceiling_tok_s": rounded(r.ceiling_tok_s, "tok/s"), "memory_bound_tok_s": rounded(r.memory_bound_tok_s, "tok/s"),
+            "compute_bound_tok_s": rounded(r.compute_bound_tok_s, "tok/s"), "binding": r.binding,
+            "explanation": r.explanation, "hardware": r.hardware, "achieved_pct": rounded(a.achieved_pct, "%"),
+            "achieved_pct_ci_low": rounded(a.achieved_pct_ci_low, "%"),
+            "achieved_pct_ci_high": rounded(a.achieved_pct_ci_high, "%"), "above_ceiling": a.above_ceiling,
         })
 
     return roofline

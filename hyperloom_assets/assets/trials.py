@@ -11,13 +11,15 @@ import dagster as dg
 from dagster import AssetExecutionContext
 from pydantic import ValidationError
 
+from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, TrialRecord, climb, launched_changes
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.report.rendering import trials_table
+from hyperloom_assets.core.report.precision import rounded
+from hyperloom_assets.core.report.tables import trials_table
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -38,8 +40,8 @@ def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
-            "best_gain_pct": result.climb.best_gain_pct(),
-            "trials": dg.MetadataValue.md(trials_table(result.climb.trials)),
+            "best_gain_pct": rounded(result.climb.best_gain_pct(), "%"),
+            "trials": table_value(trials_table(result.climb.trials)),
         })
 
     return trials
@@ -93,7 +95,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
             "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
-            "gain_pct": record.decision.gain_pct if record.decision.gain_pct is not None else float("nan"),
+            "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
         }))
 
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None

@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-PROGRESS_MARKERS = ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE", "RUN_SUCCESS", "RUN_FAILURE", "ASSET_MATERIALIZATION")
+PROGRESS_MARKERS = ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE", "RUN_SUCCESS", "RUN_FAILURE", "ASSET_MATERIALIZATION",
+                    "ASSET_CHECK_EVALUATION")
 
 
 def run_job(job: str, target: str, log_path: Path) -> int:

@@ -10,7 +10,7 @@ from hyperloom_assets.core.measurement.stats import Launches
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, ReleaseRun
-from hyperloom_assets.core.roofline.roofline import Achieved, Roofline
+from hyperloom_assets.core.roofline.roofline import Achieved, Hardware, Roofline
 
 
 class BaselineResult(Strict):
@@ -32,6 +32,7 @@ class BaselineResult(Strict):
 
 class RooflineResult(Strict):
     roofline: Roofline
+    hardware: Hardware  # what the ceiling was computed for: other concurrencies' ceilings need it
     achieved: Achieved
     warnings: list[str] = []
 

@@ -28,7 +28,7 @@ from hyperloom_assets.sim.perf_model import SimConfigError
 def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespace, str]:
     flavor = flavor_of(argv)
     parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False)
-    add_harness_args(parser, serving)
+    add_harness_args(parser, serving, flavor)
     if not serving:
         _add_workload_args(parser)
     add_engine_args(parser, flavor)
@@ -56,7 +56,7 @@ def _add_workload_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _model_dir(args: argparse.Namespace, flavor: str) -> Path:
-    return Path(args.model if flavor == "vllm" else args.model_path)
+    return Path(args.model_path if flavor == "sglang" else args.model)
 
 
 def _fail(message: str) -> int:
@@ -71,7 +71,9 @@ def serve_main(argv: list[str]) -> int:
 
     gpu = gpu_spec(args.gpu)
     config = resolve_config(args, flavor, gpu.memory_gb)
-    print(launch_record(args, config), flush=True)
+    record = launch_record(args, config)
+    if record is not None:
+        print(record, flush=True)
     model_dir = _model_dir(args, flavor)
     if not (model_dir / "config.json").is_file():
         return _fail(f"ValueError: no config.json in model folder {model_dir}")
@@ -110,6 +112,8 @@ async def _serve(engine, config, args: argparse.Namespace, model_dir: Path) -> N
                            f"time scale {args.time_scale:g}) on http://{args.host}:{args.port}", "api_server.py:1"),
           flush=True)
     print("INFO:     Application startup complete.", flush=True)
+    if config.flavor == "atom":
+        print(log_line(config, "Server started successfully and ready to accept requests"), flush=True)
     await stop.wait()
     engine_task.cancel()
     await runner.cleanup()

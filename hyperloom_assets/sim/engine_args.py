@@ -1,26 +1,32 @@
 """The sim's command line: harness flags, each flavor's engine args and their defaults.
 
 Pure code. Engine args mimic the real engines' flags and defaults (vLLM V1 online
-serving; SGLang's `launch_server`); an unknown flag fails with argparse's
-`unrecognized arguments` (exit code 2), and a bad choice with `invalid choice`, as the
-real engines do. Harness flags drive the simulation and are not engine args: they never
-appear in the launch record and never become optimization candidates.
+serving; SGLang 0.5.23's `launch_server`; ATOM's `openai_server`, both spellings of every long
+flag as its FlexibleArgumentParser registers them); an unknown flag fails with
+argparse's `unrecognized arguments` (exit code 2), and a bad choice with `invalid
+choice`, as the real engines do. Harness flags drive the simulation and are not engine
+args: they never appear in the launch record and never become optimization candidates.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 from typing import Any
 
 from hyperloom_assets.core.models import Frozen
 
-FLAVORS = ("vllm", "sglang")
+FLAVORS = ("vllm", "sglang", "atom")
 
 # flag -> takes a value
 _HARNESS_FLAGS: dict[str, bool] = {
     "--gpu": True, "--time-scale": True, "--noise-pct": True, "--seed": True, "--flavor": True,
     "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True,
 }
+# ATOM serves HTTP on --server-port; its --port is the engine's internal port, an engine arg.
+HTTP_PORT_FLAGS = {"vllm": "--port", "sglang": "--port", "atom": "--server-port"}
+ATOM_DEFAULT_CAPTURE_SIZES = "[1,2,4,8,16,32,48,64,128,256,512]"
+ATOM_CUDAGRAPH_MODES = ["NONE", "PIECEWISE", "FULL", "FULL_AND_PIECEWISE", "AF_PIECEWISE"]
 
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
 VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # V1, OpenAI API server usage context
@@ -35,7 +41,13 @@ def harness_flags(flavor: str = "vllm") -> dict[str, bool]:
     """The sim's own flags (flag -> takes a value); everything else is an engine arg."""
     if flavor not in FLAVORS:
         raise ValueError(f"unknown flavor {flavor!r}; expected one of {FLAVORS}")
-    return dict(_HARNESS_FLAGS)
+    flags = {name: value for name, value in _HARNESS_FLAGS.items() if name != "--port"}
+    return {**flags, http_port_flag(flavor): True}
+
+
+def http_port_flag(flavor: str) -> str:
+    """The flag the flavor's engine takes its HTTP port from."""
+    return HTTP_PORT_FLAGS.get(flavor, "--port")
 
 
 def split_harness_args(argv: list[str], flavor: str = "vllm") -> tuple[dict[str, str | bool], list[str]]:
@@ -75,7 +87,7 @@ class EngineConfig(Frozen):
     kv_cache_dtype: str
     block_size: int
     cuda_graphs: bool
-    graph_max_batch: int | None  # SGLang's --cuda-graph-max-bs; None: the perf model's default
+    graph_max_batch: int | None  # SGLang's --cuda-graph-max-bs-decode, ATOM's largest capture size; None: the perf model's default
     max_model_len: int | None
     max_total_tokens: int | None
     mixed_batches: bool  # vLLM mixes prefill chunks into decode steps; SGLang alternates
@@ -100,9 +112,7 @@ def _add_vllm_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enforce-eager", action="store_true", default=False)
     parser.add_argument("--async-scheduling", action="store_true", default=False)
     parser.add_argument("--scheduling-policy", default="fcfs", choices=["fcfs", "priority"])
-    parser.add_argument("--swap-space", type=float, default=4)
     parser.add_argument("--trust-remote-code", action="store_true", default=False)
-    parser.add_argument("--disable-log-requests", action="store_true", default=False)
     parser.add_argument("--enable-log-requests", action="store_true", default=False)
     parser.add_argument("--disable-log-stats", action="store_true", default=False)
     parser.add_argument("--uvicorn-log-level", default="info")
@@ -123,30 +133,76 @@ def _add_sglang_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule-conservativeness", type=float, default=1.0)
     parser.add_argument("--disable-radix-cache", action="store_true", default=False)
     parser.add_argument("--disable-cuda-graph", action="store_true", default=False)
-    parser.add_argument("--cuda-graph-max-bs", type=int, default=None)
+    parser.add_argument("--cuda-graph-max-bs-decode", type=int, default=None)  # 0.5.23; before: --cuda-graph-max-bs
     parser.add_argument("--disable-overlap-schedule", action="store_true", default=False)
     parser.add_argument("--enable-mixed-chunk", action="store_true", default=False)
-    parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8_e5m2", "fp8_e4m3", "bf16"])
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"])
     parser.add_argument("--page-size", type=int, default=1, choices=[1, *BLOCK_SIZES])
     parser.add_argument("--trust-remote-code", action="store_true", default=False)
     parser.add_argument("--log-level", default="info")
 
 
-def add_harness_args(parser: argparse.ArgumentParser, serving: bool) -> None:
+def _add_both_spellings(parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> None:
+    """ATOM's FlexibleArgumentParser: each long flag also under its `-`/`_` counterpart, one dest."""
+    expanded = list(names)
+    for name in names:
+        if name.startswith("--"):
+            for alias in ("--" + name[2:].replace("_", "-"), "--" + name[2:].replace("-", "_")):
+                if alias not in expanded and alias not in parser._option_string_actions:
+                    expanded.append(alias)
+    parser.add_argument(*expanded, **kwargs)
+
+
+def _capture_sizes(text: str) -> list[int]:
+    """ATOM reads --cudagraph-capture-sizes with ast.literal_eval (a Python list)."""
+    try:
+        sizes = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        sizes = None
+    if not isinstance(sizes, list) or not all(isinstance(n, int) and n > 0 for n in sizes):
+        raise argparse.ArgumentTypeError(f"Error parsing size list: {text}")
+    return sizes
+
+
+def _add_atom_args(parser: argparse.ArgumentParser) -> None:
+    def add(*names: str, **kwargs: Any) -> None:
+        _add_both_spellings(parser, *names, **kwargs)
+
+    add("--model", required=True)
+    add("--served-model-name", default=None)
+    add("--trust-remote-code", action="store_true")
+    add("--enforce-eager", action="store_true")
+    add("--enable_prefix_caching", action=argparse.BooleanOptionalAction, default=True)
+    add("--port", dest="engine_port", type=int, default=8006)  # internal; the sim has no engine process
+    add("--kv_cache_dtype", choices=["bf16", "fp8"], default="bf16")
+    add("--block-size", type=int, default=16)
+    add("--max-model-len", type=int, default=None)
+    add("--cudagraph-capture-sizes", type=_capture_sizes, default=ATOM_DEFAULT_CAPTURE_SIZES)
+    add("--level", type=int, default=3)  # torch.compile level: not modelled, numerics only
+    add("--cudagraph-mode", default="FULL", choices=ATOM_CUDAGRAPH_MODES)
+    add("--max-num-batched-tokens", type=int, default=16384)
+    add("--enable_chunked_prefill", action=argparse.BooleanOptionalAction, default=True)
+    add("--max-num-seqs", type=int, default=512)
+    add("--gpu-memory-utilization", type=float, default=0.9)
+    add("--timeout-keep-alive", type=int, default=5)
+    add("--disable-uvicorn-access-log", action="store_true")
+
+
+def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str = "vllm") -> None:
     parser.add_argument("--gpu", required=True, help="a GPU of hyperloom_assets/core/roofline/gpus.py, e.g. H100")
     parser.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per wall second")
     parser.add_argument("--noise-pct", type=float, default=0.0, help="seeded step-time noise, percent")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--flavor", choices=FLAVORS, default="vllm")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-    parser.add_argument("--port", type=int, required=serving, default=None)
+    parser.add_argument(http_port_flag(flavor), dest="port", type=int, required=serving, default=None)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--stream-interval-ms", type=float, default=10.0,
                         help="at most one stream event per request per this much wall time")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:
-    (_add_vllm_args if flavor == "vllm" else _add_sglang_args)(parser)
+    {"vllm": _add_vllm_args, "sglang": _add_sglang_args, "atom": _add_atom_args}[flavor](parser)
 
 
 def engine_dests(flavor: str) -> list[str]:
@@ -229,15 +285,33 @@ def _resolve_sglang(args: argparse.Namespace, memory_gb: float) -> EngineConfig:
         token_budget=chunk_size if chunked else args.max_prefill_tokens, chunked_prefill=chunked,
         memory_fraction=args.mem_fraction_static or fraction, prefix_caching=not args.disable_radix_cache,
         kv_cache_dtype=args.kv_cache_dtype, block_size=args.page_size, cuda_graphs=not args.disable_cuda_graph,
-        graph_max_batch=args.cuda_graph_max_bs or graph_bs, max_model_len=args.context_length,
+        graph_max_batch=args.cuda_graph_max_bs_decode or graph_bs, max_model_len=args.context_length,
         max_total_tokens=args.max_total_tokens, mixed_batches=args.enable_mixed_chunk,
         decode_reservation=SGLANG_NEW_TOKEN_RATIO * args.schedule_conservativeness,
         cpu_overhead_hidden=not args.disable_overlap_schedule, max_prefill_tokens=args.max_prefill_tokens,
     )
 
 
+def _resolve_atom(args: argparse.Namespace) -> EngineConfig:
+    # ATOM's scheduler runs a prefill batch when one is ready, else a decode batch (no
+    # mixing), and captures decode CUDA graphs at the listed batch sizes.
+    sizes = args.cudagraph_capture_sizes  # argparse ran the string default through _capture_sizes too
+    graphs = not args.enforce_eager and args.cudagraph_mode != "NONE"
+    return EngineConfig(
+        flavor="atom", model=args.model, served_names=[args.served_model_name or args.model], tokenizer=None,
+        max_seqs=args.max_num_seqs, token_budget=args.max_num_batched_tokens,
+        chunked_prefill=args.enable_chunked_prefill, memory_fraction=args.gpu_memory_utilization,
+        prefix_caching=args.enable_prefix_caching, kv_cache_dtype=args.kv_cache_dtype, block_size=args.block_size,
+        cuda_graphs=graphs, graph_max_batch=max(sizes), max_model_len=args.max_model_len, max_total_tokens=None,
+        mixed_batches=False, decode_reservation=0.0, cpu_overhead_hidden=False,
+        max_prefill_tokens=args.max_num_batched_tokens,
+    )
+
+
 def resolve_config(args: argparse.Namespace, flavor: str, memory_gb: float) -> EngineConfig:
     """The engine args as the scheduler uses them, defaults filled in as the real engine would."""
+    if flavor == "atom":
+        return _resolve_atom(args)
     return _resolve_vllm(args) if flavor == "vllm" else _resolve_sglang(args, memory_gb)
 
 

@@ -33,7 +33,7 @@ Overheads:
   scheduler hides it unless `--disable-overlap-schedule`).
 - LAUNCH_PER_LAYER_S: kernel launches of an eager step, per layer. CUDA graphs remove
   it for steps they cover (vLLM: steps of up to GRAPH_MAX_TOKENS_VLLM tokens, piecewise
-  graphs cover mixed batches; SGLang: decode-only steps up to `--cuda-graph-max-bs`).
+  graphs cover mixed batches; SGLang: decode-only steps up to `--cuda-graph-max-bs-decode`; ATOM: up to its largest capture size).
   `--enforce-eager` (vLLM) and `--disable-cuda-graph` (SGLang) turn graphs off.
 - TP: two all-reduces per layer, each ALLREDUCE_LATENCY_S plus a ring transfer over
   NVLINK_GBPS.

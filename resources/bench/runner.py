@@ -154,6 +154,8 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
         rounds, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab_size),
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         client_saturated=any(load.saturated for load in loads), source="hyperloom",
+        client_loop_lag_p99_ms=max(load.loop_lag_p99_ms for load in loads),
+        client_cpu_pct=max(load.cpu_pct for load in loads),
     )
 
 

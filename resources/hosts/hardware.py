@@ -7,6 +7,7 @@ the detected card; a host without a GPU gets its memory bandwidth measured once.
 from __future__ import annotations
 
 from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.planning.variants import parse_args
 from hyperloom_assets.core.roofline.gpus import GPUS
 from hyperloom_assets.core.roofline.roofline import Hardware, gpu_hardware
@@ -24,7 +25,7 @@ def _table_name(detected: str) -> str | None:
 
 def target_hardware(target: Target, host, weight_dtype: str) -> tuple[Hardware, list[str]]:
     """The hardware and any warnings (a detected card missing from the table)."""
-    if target.engine == "sim":
+    if engine_for(target.engine).simulated:
         harness, _ = split_harness_args(target.server_args)
         return gpu_hardware(str(harness.get("--gpu", "H100")), int(harness.get("--tp", 1)), weight_dtype), []
     warnings = []

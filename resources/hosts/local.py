@@ -21,8 +21,10 @@ from typing import Iterator, Mapping
 
 import dagster as dg
 
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
-from hyperloom_assets.resources.hosts.engines import ARGV_ERROR_MARKERS, EngineAdapter, adapter_for
+from hyperloom_assets.resources.hosts.engines import identity, installed_in, server_argv
 from hyperloom_assets.resources.hosts.preflight import (
     GpuToolOutputError,
     allocate_port,
@@ -93,7 +95,8 @@ class LocalHost(dg.ConfigurableResource):
 
     def engine_identity(self, spec: ServerSpec) -> str | None:
         """`distribution version` of the spec's engine in its serving environment."""
-        return adapter_for(spec.engine).identity(self.python_executable(spec))
+        engine = engine_for(spec.engine)
+        return identity(engine, installed_in(engine, self.python_executable(spec)))
 
     def preflight(self, port: int) -> None:
         """Raise ServerError("preflight") naming whatever makes this host unfit to serve."""
@@ -116,14 +119,16 @@ class LocalHost(dg.ConfigurableResource):
 
     @contextmanager
     def serve(self, spec: ServerSpec, run_dir: Path) -> Iterator[LaunchRecord]:
-        adapter = adapter_for(spec.engine)
+        engine = engine_for(spec.engine)
         python = self.python_executable(spec)
         report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
         if report.reaped or report.survivors:
             log.warning("reaped orphan servers %s; survivors %s", report.reaped, report.survivors)
         port = allocate_port(SERVE_HOST)
         self.preflight(port)
-        argv = adapter.build_argv(python, spec.model, port, spec.server_args)
+        installed = installed_in(engine, python)
+        _refuse_namesake(engine, installed, python)
+        argv = server_argv(engine, python, spec.model, port, spec.server_args, installed)
         env = server_env(spec)
         run_dir = Path(run_dir)
         log_path = run_dir / "server.log"
@@ -133,14 +138,14 @@ class LocalHost(dg.ConfigurableResource):
             raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
         started = time.monotonic()
         try:
-            timeout_s = spec.startup_timeout_s or adapter.startup_timeout_s(env)
-            _wait_ready(server, adapter, f"http://{SERVE_HOST}:{port}", log_path, timeout_s, argv)
+            timeout_s = spec.startup_timeout_s or engine.startup.timeout_s(env)
+            _wait_ready(server, engine, f"http://{SERVE_HOST}:{port}", log_path, timeout_s, argv)
             ready_s = time.monotonic() - started
             log_text = log_path.read_text(errors="replace")
             yield LaunchRecord(
                 argv=argv, env=dict(spec.env), base_url=f"http://{SERVE_HOST}:{port}",
-                served_model=adapter.served_model(spec.model, spec.server_args), log_path=log_path,
-                ready_s=ready_s, evidence=adapter.parse_evidence(log_text), engine_version=adapter.identity(python),
+                served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
+                ready_s=ready_s, evidence=engine.parse_evidence(log_text), engine_version=identity(engine, installed),
             )
         finally:
             self._teardown(server, run_dir)
@@ -157,20 +162,27 @@ class LocalHost(dg.ConfigurableResource):
             log.warning("server pids %s survived teardown on host %r", result.survivors, self.name)
 
 
-def _health_ok(base_url: str) -> bool:
+def _refuse_namesake(engine: EngineSpec, installed: Installed | None, python: Path) -> None:
+    """A distribution with the engine's name that is another project would only crash the launch."""
+    if installed is not None and not installed.genuine:
+        raise ServerError("preflight", f"{python} has {installed.identity(engine)}; install the {engine.name} "
+                                       "engine into the serving environment")
+
+
+def _health_ok(base_url: str, path: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=2.0) as response:
+        with urllib.request.urlopen(f"{base_url}{path}", timeout=2.0) as response:
             return response.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
 
-def _startup_failure(log_text: str, adapter: EngineAdapter, exited: bool) -> tuple[str, str] | None:
+def _startup_failure(log_text: str, engine: EngineSpec, exited: bool) -> tuple[str, str] | None:
     """(error class, message) once the log or the process says startup failed."""
-    argv_error = next((marker for marker in ARGV_ERROR_MARKERS if marker in log_text), None)
+    argv_error = engine.argv_error(log_text)
     if argv_error and exited:
         return "argv_invalid", f"the engine rejected its arguments ({argv_error!r})"
-    fatal = next((marker for marker in adapter.fatal_markers if marker in log_text), None)
+    fatal = engine.fatal(log_text)
     if fatal:
         return "crash", f"fatal marker in the server log: {fatal!r}"
     if exited:
@@ -178,15 +190,15 @@ def _startup_failure(log_text: str, adapter: EngineAdapter, exited: bool) -> tup
     return None
 
 
-def _wait_ready(server: ServerProcess, adapter: EngineAdapter, base_url: str, log_path: Path,
+def _wait_ready(server: ServerProcess, engine: EngineSpec, base_url: str, log_path: Path,
                 timeout_s: float, argv: list[str]) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         exit_code = server.popen.poll()
-        if exit_code is None and _health_ok(base_url):
+        if exit_code is None and _health_ok(base_url, engine.health_path):
             return
         log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-        failure = _startup_failure(log_text, adapter, exited=exit_code is not None)
+        failure = _startup_failure(log_text, engine, exited=exit_code is not None)
         if failure:
             error_class, message = failure
             if exit_code is not None:

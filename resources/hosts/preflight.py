@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable
 
 import psutil
 
+from hyperloom_assets.core.engines import known_engines
+
 MIB = 1024 * 1024
 BUSY_GPU_FRACTION = 0.01  # a card with 1% or more of its memory in use is busy
 
@@ -149,20 +151,25 @@ def busy_gpus(gpus: Iterable[GpuMemory], limit: float = BUSY_GPU_FRACTION) -> li
     return [gpu for gpu in gpus if gpu.used_fraction >= limit]
 
 
-# Serving entry points of the engines this tool drives, as they appear in a cmdline.
-_SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "sglang.launch_server", "atom.entrypoints.openai_server")
+def _serving_commands() -> set[tuple[str, ...]]:
+    """Every known engine's entry modules and console commands (hyperloom_assets/core/engines/)."""
+    return set().union(*(spec.serving_commands() for spec in known_engines().values()))
 
 
 def is_serving_cmdline(cmdline: list[str]) -> bool:
-    """A vLLM / SGLang / ATOM server or a hyperloom sim-serve, by its argv."""
-    if any(token in _SERVER_MODULES for token in cmdline):
+    """A server of a known engine (vLLM, SGLang, ATOM, the sim), by its argv.
+
+    A lone entry module counts wherever it stands (`python -m module`); a command of
+    several words counts near the start, its first word as a path or a module name.
+    """
+    commands = _serving_commands()
+    if any((token,) in commands for token in cmdline):
         return True
     for at, token in enumerate(cmdline[:4]):
-        following = cmdline[at + 1 : at + 2]
-        if Path(token).name == "vllm" and following == ["serve"]:
-            return True
-        if (Path(token).name == "hyperloom" or token == "hyperloom_assets.cli") and following == ["sim-serve"]:
-            return True
+        for command in commands:
+            rest = command[1:]
+            if rest and command[0] in (token, Path(token).name) and tuple(cmdline[at + 1 : at + 1 + len(rest)]) == rest:
+                return True
     return False
 
 

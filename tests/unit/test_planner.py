@@ -7,7 +7,9 @@ import pytest
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint, variant_fingerprint
 from hyperloom_assets.core.planning.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
-from hyperloom_assets.core.planning.seed_grids import SIM_HARNESS_FLAGS, engine_flags_for, load_grids
+from hyperloom_assets.core.engines.registry import engine_flags_for
+from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
+from hyperloom_assets.core.planning.seed_grids import load_grids
 from hyperloom_assets.core.planning.variants import Variant, apply_variant, setting_key, split_args
 
 GRIDS = load_grids()
@@ -136,12 +138,18 @@ def test_an_ablation_removes_a_flag_with_its_value_and_never_adds_a_counter_flag
 
 
 def test_prefix_caching_scores_by_prefix_share():
-    def prefix_variant(share: float) -> Variant:
-        variants = plan("atom", None, [], {}, RANDOM_16, PlanEvidence(prefix_share=share), set(), grids=GRIDS)
+    # ATOM before v0.1.3 kept the prefix cache off by default: its grid's defaults without the switch.
+    atom = GRIDS["atom"]
+    defaults = [a for a in atom.defaults.any if a != "--enable_prefix_caching"]
+    old_atom = {**GRIDS, "atom": atom.model_copy(update={"defaults": atom.defaults.model_copy(update={"any": defaults})})}
+
+    def prefix_variant(share: float, grids=old_atom) -> Variant:
+        variants = plan("atom", None, [], {}, RANDOM_16, PlanEvidence(prefix_share=share), set(), grids=grids)
         return by_name(variants).get("prefix-caching")
 
     assert prefix_variant(0.0) is None  # `when: {shared_prefix: true}` does not hold
     assert prefix_variant(0.9).expected_value > prefix_variant(0.2).expected_value
+    assert prefix_variant(0.9, GRIDS) is None  # on by default since v0.1.3: restating it is not a variant
 
 
 def test_fp8_kv_scores_when_memory_bound_with_kv_pressure_and_risky_scores_lower():

@@ -9,15 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hyperloom_assets.core.engines.registry import engine_flags_for, flavor_of, grid_engine, harness_flags_for
+from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
 from hyperloom_assets.core.planning.seed_grids import (
     GRIDS_DIR,
-    SIM_HARNESS_FLAGS,
     GridError,
     Ladder,
-    engine_flags_for,
-    flavor_of,
-    grid_engine,
-    harness_flags_for,
     load_grid_file,
     load_grids,
 )
@@ -145,3 +142,15 @@ def test_engine_flags_are_known_for_the_sim_only():
     assert "--max-running-requests" in engine_flags_for("sim", "sglang")
     assert engine_flags_for("sim", None) == vllm_sim  # a sim speaks vLLM unless told otherwise
     assert engine_flags_for("vllm", None) is None and engine_flags_for("sglang", None) is None
+
+
+def test_accuracy_risk_follows_the_engines_table_and_a_grid_cannot_disagree(tmp_path: Path):
+    grids = load_grids()
+    risky = {(grid.engine, e.name) for grid in grids.values() for e in grid.entries if e.accuracy_risky}
+    assert risky == {("vllm", "fp8-kv"), ("atom", "fp8-kv"), ("atom", "level"), ("atom", "mtp")}
+    path = tmp_path / "vllm.yaml"
+    raw = yaml.safe_load((GRIDS_DIR / "vllm.yaml").read_text())
+    next(e for e in raw["entries"] if e["name"] == "fp8-kv")["accuracy_risky"] = False
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(GridError, match="entry 'fp8-kv': the grid says not accuracy-risky.*--kv-cache-dtype fp8"):
+        load_grid_file(path)

@@ -13,9 +13,9 @@ from typing import Literal
 import yaml
 from pydantic import Field, PositiveInt, ValidationError, field_validator
 
+from hyperloom_assets.core.engines import engine_names
 from hyperloom_assets.core.models import Strict
 
-ENGINES = ("vllm", "sglang", "atom", "sim")
 DEFAULT_TARGETS_DIR = Path("targets")
 
 
@@ -57,7 +57,7 @@ class Workload(Strict):
 
 
 class Target(Strict):
-    engine: Literal["vllm", "sglang", "atom", "sim"]
+    engine: str  # a module of hyperloom_assets/core/engines/
     model: Path
     host: str = "local"
     framework_tree: Path | None = None
@@ -69,6 +69,13 @@ class Target(Strict):
     time_budget_min: float | None = Field(default=None, gt=0)
     repeats: PositiveInt = 3
     sweep_concurrencies: list[PositiveInt] | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in engine_names():
+            raise ValueError(f"one of {', '.join(engine_names())}, got {value!r}")
+        return value
 
     @field_validator("env", mode="before")
     @classmethod
@@ -114,8 +121,8 @@ def _problems_from_validation(file: str, error: ValidationError) -> list[TargetP
         field = ".".join(str(part) for part in item["loc"]) or "(file)"
         if item["type"] == "extra_forbidden":
             expected = "no such field (unknown field)"
-        elif item["type"] == "literal_error" and item["loc"] == ("engine",):
-            expected = f"one of {', '.join(ENGINES)}, got {item['input']!r}"
+        elif item["type"] == "value_error" and item["loc"] == ("engine",):
+            expected = str(item["ctx"]["error"])
         else:
             expected = f"{item['msg']}, got {item.get('input')!r}"
         problems.append(TargetProblem(file=file, field=field, expected=expected))

@@ -1,18 +1,18 @@
 """Guards on a baseline, decided in one place (DESIGN.md invariants 6 and 7). Pure code.
 
 An agentic (trace replay) baseline served with its prefix cache off would credit the
-cache as a gain later, so it is refused, judged by the engine's own launch account.
+cache as a gain later, so it is refused, judged by the engine's own launch account:
+each engine's module says how to read it (hyperloom_assets/core/engines/).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from hyperloom_assets.core.engines import engine_for, speaking
 from hyperloom_assets.core.models import Strict
-from hyperloom_assets.core.planning.seed_grids import flavor_of
 
 PREFIX_CACHE_OFF = "agentx_baseline_prefix_cache_off"
-ARGV_ERROR_MARKERS = ("unrecognized arguments", "invalid choice")
 MAX_CONSECUTIVE_BASELINE_FAILURES = 3
 
 
@@ -26,29 +26,20 @@ class Refusal(Strict):
 
 
 def prefix_cache_refusal(engine: str, server_args: list[str], evidence: dict[str, Any] | None,
-                         workload_kind: str) -> Refusal | None:
-    """A refusal when an agentic baseline's own launch account says the cache was off."""
+                         workload_kind: str, engine_identity: str | None = None) -> Refusal | None:
+    """A refusal when an agentic baseline's own launch account says the cache was off.
+
+    `engine_identity` is the serving env's `distribution version`, for an engine whose
+    default changed between releases (ATOM's prefix cache).
+    """
     if workload_kind != "agentic":
         return None
-    flavor = flavor_of(engine, server_args)
-    label = engine if engine == flavor else f"{engine} ({flavor} flavor)"
-    if flavor == "atom":
-        wanted = {"--enable_prefix_caching", "--enable-prefix-caching"}
-        if not wanted & set(server_args):
-            return Refusal(code=PREFIX_CACHE_OFF, engine=label,
-                           evidence="ATOM keeps the prefix cache off by default and the args lack --enable-prefix-caching")
-        return None
-    if evidence is None:
-        return None  # an unreadable launch account is left alone, never guessed
-    if flavor == "vllm" and evidence.get("enable_prefix_caching") is False:
-        return Refusal(code=PREFIX_CACHE_OFF, engine=label, evidence="non-default args: enable_prefix_caching: False")
-    if flavor == "sglang" and evidence.get("disable_radix_cache") is True:
-        return Refusal(code=PREFIX_CACHE_OFF, engine=label, evidence="server_args=ServerArgs(disable_radix_cache=True)")
-    return None
-
-
-def is_argv_error(log_text: str) -> bool:
-    return any(marker in log_text for marker in ARGV_ERROR_MARKERS)
+    spoken = speaking(engine, server_args)
+    label = engine if spoken.name == engine else f"{engine} ({spoken.name} flavor)"
+    words = (engine_identity or "").split()
+    version = words[1] if len(words) >= 2 else None
+    why = engine_for(engine).prefix_cache_off(server_args, evidence, version)
+    return Refusal(code=PREFIX_CACHE_OFF, engine=label, evidence=why) if why else None
 
 
 def consecutive_failures(outcomes: list[str]) -> int:

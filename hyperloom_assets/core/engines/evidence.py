@@ -1,9 +1,11 @@
 """Launch evidence: what an engine says, in its own log, that it ran with. Pure code.
 
 vLLM logs the arguments that differ from its defaults as a Python dict literal
-(`non-default args: {...}`); SGLang logs its whole resolved dataclass
-(`server_args=ServerArgs(...)`, from `logger.info(f"{server_args=}")` in its engine
-launcher). Both are read with `ast`, never `eval`. A record that is absent, cut off or
+(`non-default args: {...}`); SGLang logs its whole resolved configuration: as a dict
+since its resolved records (`logger.info(f"server_args={...resolved_dict()}")` in
+0.5.23's engine launcher), as the dataclass repr before
+(`server_args=ServerArgs(...)`, from `logger.info(f"{server_args=}")`). All are read
+with `ast`, never `eval`. A record that is absent, cut off or
 holds a value that is not a literal gives None: "unknown", which invariant 6 leaves
 alone; a partial record would be a guess (a dropped `enable_prefix_caching: False`
 reads as "cache on").
@@ -18,6 +20,7 @@ from typing import Any
 
 VLLM_MARKER = "non-default args: "
 SGLANG_MARKER = "server_args=ServerArgs("
+SGLANG_DICT_MARKER = "server_args={"
 
 
 def _json_able(value: Any) -> Any:
@@ -53,9 +56,7 @@ def _last_line_with(log_text: str, marker: str) -> str | None:
     return found
 
 
-def parse_vllm_non_default_args(log_text: str) -> dict[str, Any] | None:
-    """vLLM's `non-default args: {...}` record as a JSON-able dict, or None."""
-    literal = _last_line_with(log_text, VLLM_MARKER)
+def _dict_literal(literal: str | None) -> dict[str, Any] | None:
     if literal is None:
         return None
     try:
@@ -66,11 +67,17 @@ def parse_vllm_non_default_args(log_text: str) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+def parse_vllm_non_default_args(log_text: str) -> dict[str, Any] | None:
+    """vLLM's `non-default args: {...}` record as a JSON-able dict, or None."""
+    return _dict_literal(_last_line_with(log_text, VLLM_MARKER))
+
+
 def parse_sglang_server_args(log_text: str) -> dict[str, Any] | None:
-    """SGLang's `server_args=ServerArgs(field=value, ...)` record as a dict, or None."""
+    """SGLang's resolved record, `server_args={...}` or `server_args=ServerArgs(...)`, as a dict, or None."""
     rest = _last_line_with(log_text, SGLANG_MARKER)
     if rest is None:
-        return None
+        mapping = _last_line_with(log_text, SGLANG_DICT_MARKER)
+        return None if mapping is None else _dict_literal("{" + mapping)
     try:
         node = ast.parse("ServerArgs(" + rest.strip(), mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):

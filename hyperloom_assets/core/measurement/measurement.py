@@ -73,6 +73,10 @@ class Measurement(Strict):
     repeats: list[RepeatMetrics]
     converged: bool = True  # False when repeats spread more than 3%
     client_saturated: bool = False
+    # The worst round's client load (our client's own monitor; None from other sources), so a
+    # saturation verdict shows the numbers it rests on.
+    client_loop_lag_p99_ms: float | None = None
+    client_cpu_pct: float | None = None  # of one core
     seed: int = 0
     workload: dict[str, Any] = {}
     theoretical_prefix_hit_pct: float | None = None

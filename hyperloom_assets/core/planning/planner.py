@@ -1,6 +1,6 @@
 """The plan: which variants to try next, best first, and why. Pure code.
 
-Candidates come from the engine's seed grid (hyperloom_assets/core/planning/grids/) expressed relative
+Candidates come from the engine's seed grid (hyperloom_assets/core/engines/grids/) expressed relative
 to the current base, and from ablations of the operator's own args and envs (drop one
 inherited flag with its value, or unset one inherited env; never a counter-flag).
 Each is scored by one rule of RULES below; its `reason` names that rule. `replan` is the
@@ -18,15 +18,9 @@ from pydantic import Field
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
-from hyperloom_assets.core.planning.seed_grids import (
-    GridEntry,
-    SeedGrid,
-    When,
-    engine_flags_for,
-    grid_engine,
-    harness_flags_for,
-    load_grids,
-)
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.registry import engine_flags_for, grid_engine, harness_flags_for
+from hyperloom_assets.core.planning.seed_grids import GridEntry, SeedGrid, When, accuracy_risk, load_grids
 from hyperloom_assets.core.planning.variants import (
     EffectiveConfig,
     Variant,
@@ -163,22 +157,27 @@ def _holds(when: When, evidence: PlanEvidence) -> bool:
     return all(checks)
 
 
-def _seed(entry: GridEntry, name: str, add_args: list[str] | None = None, set_env: dict[str, str] | None = None) -> Variant:
+def _seed(entry: GridEntry, base: Base, name: str, add_args: list[str] | None = None,
+          set_env: dict[str, str] | None = None) -> Variant:
+    # Risk is the engine's call, value by value (ATOM's --level 3 is its default, 2 is not).
+    risky = accuracy_risk(engine_for(base.grid.engine), add_args or [], set_env or {}) is not None
     return Variant(name=name, add_args=add_args or [], set_env=set_env or {}, provenance="seed_grid",
-                   reason=entry.doc or entry.name, accuracy_risky=entry.accuracy_risky)
+                   reason=entry.doc or entry.name, accuracy_risky=risky)
 
 
 def _entry_proposals(entry: GridEntry, base: Base) -> list[Proposal]:
     if entry.flag is not None and entry.ladder is not None:
         current = _int_or_none(current_value(base.grid, base.args, entry.flag, base.evidence.host))
         numbers = entry.ladder.numbers(base.concurrency, base.isl, current)
-        return [Proposal(_seed(entry, f"{entry.name}={entry.ladder.render(n)}", [entry.flag, entry.ladder.render(n)]), entry.rule, n)
-                for n in numbers]
+        return [Proposal(_seed(entry, base, f"{entry.name}={entry.ladder.render(n)}", [entry.flag, entry.ladder.render(n)]),
+                         entry.rule, n) for n in numbers]
     if entry.flag is not None:
-        return [Proposal(_seed(entry, f"{entry.name}={c}", [entry.flag, c]), entry.rule, _int_or_none(c)) for c in entry.choices]
+        return [Proposal(_seed(entry, base, f"{entry.name}={c}", [entry.flag, c]), entry.rule, _int_or_none(c))
+                for c in entry.choices]
     if entry.env_var is not None:
-        return [Proposal(_seed(entry, f"{entry.name}={c}", set_env={entry.env_var: c}), entry.rule) for c in entry.choices]
-    return [Proposal(_seed(entry, entry.name, list(entry.add_args), dict(entry.set_env)), entry.rule)]
+        return [Proposal(_seed(entry, base, f"{entry.name}={c}", set_env={entry.env_var: c}), entry.rule)
+                for c in entry.choices]
+    return [Proposal(_seed(entry, base, entry.name, list(entry.add_args), dict(entry.set_env)), entry.rule)]
 
 
 def seed_proposals(base: Base) -> list[Proposal]:

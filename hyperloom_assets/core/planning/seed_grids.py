@@ -1,10 +1,12 @@
-"""Seed grids per engine, kept as data (hyperloom_assets/core/planning/grids/*.yaml). Pure code.
+"""Seed grids per engine, kept as data (hyperloom_assets/core/engines/grids/*.yaml). Pure code.
 
 A grid lists the knobs worth a first try for an engine, each with the scoring family
 the planner uses for it (hyperloom_assets.core.planning.planner.RULES), the engine's defaults (so a
 variant that only restates a default is not measured), which inherited flags are never
 ablated and which ablations score as something better known than "drop a flag".
 Loading validates with extra="forbid"; every problem names the file, the entry and the key.
+Which entries are accuracy-risky follows the engine's own table (its module's
+`accuracy_risks`), never the grid: a grid that says otherwise is refused.
 """
 
 from __future__ import annotations
@@ -16,20 +18,10 @@ from typing import Literal
 import yaml
 from pydantic import ValidationError, model_validator
 
+from hyperloom_assets.core.engines import engine_for, known_engines
+from hyperloom_assets.core.engines.spec import GRIDS_DIR, EngineSpec
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.variants import KNOWN_BOOLEAN_FLAGS, looks_like_flag, setting_key, split_args
-from hyperloom_assets.sim import harness_flags
-from hyperloom_assets.sim.engine_args import engine_parser
-from hyperloom_assets.sim.engine_args import flavor_of as sim_flavor_of
-
-GRIDS_DIR = Path(__file__).parent / "grids"
-GRID_ENGINES = ("vllm", "sglang", "atom")
-
-# The sim's own flags come from the sim itself (one list in the project), and the
-# launcher adds --model/--port/--host for every engine. None of them becomes a
-# candidate, is ablated or enters the stack's final argv (invariant 3).
-SIM_HARNESS_FLAGS: frozenset[str] = frozenset(harness_flags("vllm"))
-LAUNCHER_FLAGS: frozenset[str] = frozenset({"--port", "--host", "--model", "--model-path"})
 
 ScoringFamily = Literal[
     "sequence_cap", "token_budget", "cuda_graphs", "prefix_cache", "fp8_kv", "kv_capacity",
@@ -90,7 +82,7 @@ class GridEntry(Strict):
     add_args: list[str] = []  # a fixed change
     set_env: dict[str, str] = {}
     when: When = When()
-    accuracy_risky: bool = False
+    accuracy_risky: bool | None = None  # derived from the engine's table; a grid may only agree with it
 
     @model_validator(mode="after")
     def _one_shape(self) -> GridEntry:
@@ -119,17 +111,32 @@ class HostDefaults(Strict):
 
 
 class SeedGrid(Strict):
-    engine: Literal["vllm", "sglang", "atom"]
+    engine: str
     sequence_cap_flag: str
     token_budget_flag: str | None = None
     defaults: HostDefaults = HostDefaults()
-    boolean_flags: list[str] = []  # this engine's flags that take no value, beyond the shared list
     keep_flags: list[str] = []  # inherited flags never ablated: they change what is served
     ablation_rules: dict[str, ScoringFamily] = {}  # inherited flag or env -> the family scoring its removal
     entries: list[GridEntry]
 
+    @model_validator(mode="after")
+    def _engine_and_risks(self) -> SeedGrid:
+        with_grids = [name for name, spec in known_engines().items() if spec.grid]
+        if self.engine not in with_grids:
+            raise ValueError(f"engine must be one of {', '.join(with_grids)}, got {self.engine!r}")
+        spec = engine_for(self.engine)
+        for entry in self.entries:
+            risks = entry_risks(spec, entry)
+            if entry.accuracy_risky is not None and entry.accuracy_risky != bool(risks):
+                said = "accuracy-risky" if entry.accuracy_risky else "not accuracy-risky"
+                found = "; ".join(risks) or "none of its knobs is in the engine's table"
+                raise ValueError(f"entry {entry.name!r}: the grid says {said}, the {self.engine} module's "
+                                 f"accuracy_risks say otherwise ({found})")
+            entry.accuracy_risky = bool(risks)
+        return self
+
     def boolean_flag_set(self) -> frozenset[str]:
-        return KNOWN_BOOLEAN_FLAGS | frozenset(self.boolean_flags)
+        return KNOWN_BOOLEAN_FLAGS
 
     def default_args(self, host: str) -> list[str]:
         return list(self.defaults.any) + list(self.defaults.cpu if host == "cpu" else self.defaults.gpu)
@@ -174,39 +181,38 @@ def load_grid_file(path: Path) -> SeedGrid:
 
 
 def load_grids(folder: Path = GRIDS_DIR) -> dict[str, SeedGrid]:
-    """Every engine's grid; a missing or bad grid file is an error naming it."""
+    """Every engine's grid (each engine module names its file); a missing or bad file is an error naming it."""
     grids = {}
-    for engine in GRID_ENGINES:
-        grid = load_grid_file(folder / f"{engine}.yaml")
+    for engine, spec in known_engines().items():
+        path = spec.grid_path(folder)
+        if path is None:
+            continue  # a stand-in plans with its flavor's grid
+        grid = load_grid_file(path)
         if grid.engine != engine:
-            raise GridError(f"{folder / f'{engine}.yaml'}: engine is {grid.engine!r}, expected {engine!r}")
+            raise GridError(f"{path}: engine is {grid.engine!r}, expected {engine!r}")
         grids[engine] = grid
     return grids
 
 
-def flavor_of(engine: str, base_args: list[str]) -> str:
-    """The engine whose flags and launch record a target speaks: a sim speaks its
-    --flavor (vllm by default), read by the sim's own harness parser."""
-    return sim_flavor_of(base_args) if engine == "sim" else engine
+def accuracy_risk(spec: EngineSpec, add_args: list[str], set_env: dict[str, str]) -> str | None:
+    """Why a change is an accuracy risk by the engine's table, or None when it is not."""
+    changes = [(setting_key(s.flag), s.value) for s in split_args(add_args) if s.flag]
+    changes += list(set_env.items())
+    for risk in spec.accuracy_risks:
+        knob = setting_key(risk.knob) if looks_like_flag(risk.knob) else risk.knob
+        for key, value in changes:
+            if key == knob and (value is None or value not in risk.safe_values):
+                return f"{risk.knob} {value or ''}".strip() + f": {risk.why}"
+    return None
 
 
-def grid_engine(engine: str, flavor: str | None) -> str:
-    return (flavor or "vllm") if engine == "sim" else engine
-
-
-def harness_flags_for(engine: str) -> frozenset[str]:
-    """Flags that are the harness's, not the engine's, for a target's engine."""
-    return SIM_HARNESS_FLAGS | LAUNCHER_FLAGS if engine == "sim" else LAUNCHER_FLAGS
-
-
-def engine_flags_for(engine: str, flavor: str | None) -> frozenset[str] | None:
-    """The flags an engine is known to accept, where the project knows them: the sim's parser.
-
-    The sim implements a subset of its flavor's flags and rejects the rest with argparse's
-    `unrecognized arguments`, so a grid value it cannot take would only fail its launch.
-    None for real engines: their grids are checked against their own sources.
-    """
-    if engine != "sim":
-        return None
-    parser = engine_parser(flavor or "vllm", "sim")
-    return frozenset(o for action in parser._actions for o in action.option_strings if o.startswith("--") and o != "--help")
+def entry_risks(spec: EngineSpec, entry: GridEntry) -> list[str]:
+    """Every value the entry can set that is an accuracy risk, with why."""
+    if entry.flag is not None:
+        values = entry.choices or ["1"]  # a ladder sets numbers; a number is never a safe dtype
+        found = [accuracy_risk(spec, [entry.flag, value], {}) for value in values]
+    elif entry.env_var is not None:
+        found = [accuracy_risk(spec, [], {entry.env_var: value}) for value in entry.choices]
+    else:
+        found = [accuracy_risk(spec, entry.add_args, entry.set_env)]
+    return [why for why in found if why]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.measurement.serving import ServerSpec
-from hyperloom_assets.core.planning.seed_grids import LAUNCHER_FLAGS, harness_flags_for
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.registry import harness_flags_for
 from hyperloom_assets.core.planning.variants import Composition, Variant, compose, strip_flags
 
 
@@ -29,4 +30,4 @@ def final_command(target: Target, launched: list[str]) -> list[str]:
 
     The launcher's --model/--port/--host stay, so the command still names what it serves.
     """
-    return strip_flags(launched, harness_flags_for(target.engine) - LAUNCHER_FLAGS)
+    return strip_flags(launched, harness_flags_for(target.engine) - engine_for(target.engine).launcher_flags())

@@ -16,28 +16,16 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
+from hyperloom_assets.core.engines.registry import all_boolean_flags, all_multi_value_flags
 from hyperloom_assets.core.models import Strict
 
-# Flags that never take a value, across the engines we plan for. A flag not listed is
-# read as valued when the next token is not itself a flag, which covers the rest.
-KNOWN_BOOLEAN_FLAGS: frozenset[str] = frozenset({
-    # vLLM (engine/arg_utils.py; argparse BooleanOptionalAction also gives --no-x)
-    "--enforce-eager", "--enable-prefix-caching", "--enable-chunked-prefill",
-    "--trust-remote-code", "--disable-log-stats", "--disable-log-requests",
-    "--enable-expert-parallel", "--async-scheduling", "--disable-custom-all-reduce",
-    "--disable-cascade-attn", "--disable-sliding-window", "--skip-tokenizer-init",
-    "--enable-log-requests", "--disable-uvicorn-access-log", "--disable-fastapi-docs",
-    # SGLang (srt/server_args.py)
-    "--disable-radix-cache", "--disable-cuda-graph", "--disable-cuda-graph-padding",
-    "--enable-torch-compile", "--enable-dp-attention", "--enable-mixed-chunk",
-    "--disable-overlap-schedule", "--enable-metrics", "--enable-ep-moe",
-    "--skip-server-warmup", "--enable-dp-lm-head",
-    # ATOM (atom/model_engine/arg_utils.py)
-    "--enable_prefix_caching", "--load_dummy",
-})
+# Flags that never take a value, across every engine (each engine's module lists its
+# own). A flag not listed is read as valued when the next token is not itself a flag,
+# which covers the rest; argparse's BooleanOptionalAction also gives --no-x.
+KNOWN_BOOLEAN_FLAGS: frozenset[str] = all_boolean_flags()
 
 # Flags that take several values (argparse nargs="+"): every following non-flag token.
-KNOWN_MULTI_VALUE_FLAGS: frozenset[str] = frozenset({"--cuda-graph-bs", "--cuda-graph-sizes"})
+KNOWN_MULTI_VALUE_FLAGS: frozenset[str] = all_multi_value_flags()
 
 
 

@@ -11,7 +11,8 @@ from hyperloom_assets.core.decisions.stop_reasons import describe as describe_st
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.releases.run import ReleaseCheck
-from hyperloom_assets.core.report.rendering import describe_change, table, trials_table
+from hyperloom_assets.core.report.rendering import table, trials_markdown
+from hyperloom_assets.core.report.tables import describe_change
 from hyperloom_assets.core.roofline.roofline import Achieved
 
 
@@ -38,18 +39,29 @@ class ReportInputs(Strict):
     keepers: list[str]
     conflicts: list[str]
     sweep_rows: list[dict[str, Any]]
-    plots: list[str]
+    plots: list[str]  # the sweep's, file names beside the report
+    waterfall_plot: str | None = None  # the gains waterfall, a file name beside the report
+    roofline_plot: str | None = None  # baseline and final under the ceiling, likewise
     environment: dict[str, str]
     warnings: list[str]
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
 
 
+def throughput_headline(baseline_tok_s: float, final_tok_s: float) -> str:
+    """The headline's numbers, as the report prints them (report_matches_store looks for them)."""
+    return f"**{baseline_tok_s:,.1f} → {final_tok_s:,.1f} output tok/s**"
+
+
+def validated_gain_text(gain_pct: float, ci_low: float, ci_high: float) -> str:
+    return f"validated gain {gain_pct:+.2f}% (95% interval [{ci_low:+.2f}%, {ci_high:+.2f}%]"
+
+
 def _headline(r: ReportInputs) -> list[str]:
-    gain = (f"validated gain {r.validated_gain_pct:+.2f}% (95% interval [{r.validated_gain_ci_low:+.2f}%, "
-            f"{r.validated_gain_ci_high:+.2f}%], interleaved on fresh servers)" if r.validated
+    gain = (validated_gain_text(r.validated_gain_pct, r.validated_gain_ci_low, r.validated_gain_ci_high)
+            + ", interleaved on fresh servers)" if r.validated
             else "no keeper, so nothing to validate: the final configuration is the baseline")
     return [f"# Optimization report: {r.target}", "",
-            f"**{r.baseline.output_throughput:,.1f} → {r.final_output_throughput:,.1f} output tok/s**, {gain}.", "",
+            f"{throughput_headline(r.baseline.output_throughput, r.final_output_throughput)}, {gain}.", "",
             f"Stop reason: `{r.stop_reason}` ({describe_stop_reason(r.stop_reason)}).", "",
             f"Every gain is relative to the baseline of run `{r.baseline_run_id}`: "
             f"{r.baseline.output_throughput:,.1f} tok/s [{r.baseline.output_throughput_ci_low:,.1f}, "
@@ -61,7 +73,7 @@ def _roofline(r: ReportInputs) -> list[str]:
              f"[{d.achieved_pct_ci_low:.2f}%, {d.achieved_pct_ci_high:.2f}%]", d.binding)
             for label, d in (("baseline", r.roofline_before), ("final", r.roofline_after))]
     return ["## Roofline", "", r.roofline_explanation, "",
-            table(["config", "tok/s", "ceiling tok/s", "of ceiling", "95% interval", "bound"], rows), ""]
+            table(["config", "tok/s", "ceiling tok/s", "of ceiling", "95% interval", "bound"], rows), ""] + _image(r.roofline_plot)
 
 
 def _stack(r: ReportInputs) -> list[str]:
@@ -72,7 +84,11 @@ def _stack(r: ReportInputs) -> list[str]:
         lines += ["", "Evicted (KEEP_UNSTABLE): " + ", ".join(f"{t.name} ({describe_change(t.variant)})" for t in evicted)]
     if r.conflicts:
         lines += ["", "Flag conflicts (the later keeper wins):"] + [f"- {c}" for c in r.conflicts]
-    return lines + [""]
+    return lines + [""] + _image(r.waterfall_plot)
+
+
+def _image(name: str | None) -> list[str]:
+    return [f"![{name}]({name})", ""] if name else []
 
 
 def _release(r: ReportInputs) -> list[str]:
@@ -101,7 +117,7 @@ def _commands(r: ReportInputs) -> list[str]:
 
 def render_markdown(r: ReportInputs) -> str:
     lines = _headline(r) + _roofline(r)
-    lines += ["## Trials", "", trials_table(r.trials) if r.trials else "(no trials)", ""]
+    lines += ["## Trials", "", trials_markdown(r.trials) if r.trials else "(no trials)", ""]
     lines += _stack(r) + _release(r) + _sweep(r) + _commands(r)
     lines += ["## Launch evidence", "", "```json", json.dumps(r.launch_evidence, indent=2, sort_keys=True), "```", ""]
     lines += ["## Environment", "", table(["what", "value"], sorted(r.environment.items())), ""]

@@ -1,4 +1,5 @@
-"""Sweep plots as PNG: throughput against concurrency and against interactivity. Pure code."""
+"""The report's plots as PNG: the sweep (throughput against concurrency and against
+interactivity), the gains waterfall and the roofline position. Pure code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display on a server; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
+
+from hyperloom_assets.core.decisions.climb import TrialRecord  # noqa: E402
+from hyperloom_assets.core.measurement.measurement import Measurement  # noqa: E402
+from hyperloom_assets.core.models import Frozen  # noqa: E402
+from hyperloom_assets.core.roofline.roofline import Achieved, Roofline  # noqa: E402
 
 
 def _series(rows: list[dict[str, Any]], config: str, x: str) -> tuple[list[float], list[float]]:
@@ -29,6 +35,11 @@ def _plot(rows: list[dict[str, Any]], x: str, xlabel: str, title: str, path: Pat
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
     axes.legend()
+    return _save(figure, path)
+
+
+def _save(figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
@@ -42,3 +53,90 @@ def plot_sweep(rows: list[dict[str, Any]], folder: Path) -> list[Path]:
         _plot(rows, "interactivity", "interactivity (tokens/s per user)", "Throughput vs interactivity",
               folder / "throughput_vs_interactivity.png", False),
     ]
+
+
+class Step(Frozen):
+    """One bar of the waterfall: a gain in % with its interval, where one exists."""
+
+    label: str
+    gain_pct: float
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+
+
+def keeper_steps(trials: list[TrialRecord]) -> list[Step]:
+    """Each keeper's gain over the running best it joined, in the order they joined."""
+    return [Step(label=t.name, gain_pct=t.decision.gain_pct, ci_low_pct=t.decision.ci_low_pct,
+                 ci_high_pct=t.decision.ci_high_pct) for t in trials if t.outcome == "KEEP" and t.decision.gain_pct is not None]
+
+
+def _error(level: float, step: Step) -> list[list[float]] | None:
+    if step.ci_low_pct is None or step.ci_high_pct is None:
+        return None
+    top = level * (1 + step.gain_pct / 100)
+    return [[top - level * (1 + step.ci_low_pct / 100)], [level * (1 + step.ci_high_pct / 100) - top]]
+
+
+def _label(axes, x: float, level: float, step: Step, text: str) -> None:
+    """Above the bar's interval, so the number never sits on its error bar."""
+    top = level * (1 + step.gain_pct / 100)
+    error = _error(level, step)
+    axes.annotate(text, (x, max(top, level) + (error[1][0] if error else 0)), textcoords="offset points",
+                  xytext=(0, 3), ha="center", va="bottom", fontsize=8)
+
+
+def plot_gains_waterfall(baseline: Measurement, keepers: list[Step], validated: Step | None, path: Path) -> Path:
+    """Baseline, each keeper's step on the running best, then the validated stack against the baseline."""
+    figure, axes = plt.subplots(figsize=(7.2, 4.4), dpi=100)
+    base = baseline.output_throughput
+    axes.bar(0, base, color="#7f7f7f", yerr=[[base - baseline.output_throughput_ci_low],
+                                             [baseline.output_throughput_ci_high - base]], capsize=4)
+    labels, level = ["baseline"], base
+    for x, step in enumerate(keepers, start=1):
+        top = level * (1 + step.gain_pct / 100)
+        axes.bar(x, top - level, bottom=level, color="#2ca02c" if top >= level else "#d62728",
+                 yerr=_error(level, step), capsize=4)
+        _label(axes, x, level, step, f"{step.gain_pct:+.2f}%")
+        axes.plot([x - 0.6, x - 0.4], [level, level], color="#999999", linewidth=0.8, linestyle=":")
+        labels.append(step.label)
+        level = top
+    if validated is not None:
+        x, top = len(labels), base * (1 + validated.gain_pct / 100)
+        axes.bar(x, top, color="#1f77b4", yerr=_error(base, validated), capsize=4)  # baseline x (1 + gain)
+        interval = (f" [{validated.ci_low_pct:+.2f}%, {validated.ci_high_pct:+.2f}%]"
+                    if validated.ci_low_pct is not None else "")
+        _label(axes, x, base, validated, f"{validated.gain_pct:+.2f}%{interval}")
+        labels.append("validated stack")
+    axes.set_ylim(0, axes.get_ylim()[1] * 1.1)  # headroom for the labels above the intervals
+    axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
+    axes.set_ylabel("output tokens/s")
+    axes.set_title("Gains: each keeper on the running best; the stack validated against the baseline"
+                   if validated else "Gains: no keeper, the final configuration is the baseline", fontsize=10)
+    axes.grid(True, axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_roofline_position(roofline: Roofline, before: Achieved, after: Achieved, path: Path) -> Path:
+    """Baseline and final throughput (with intervals) under the memory- and compute-bound rates."""
+    figure, axes = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for bound, rate, color in (("memory", roofline.memory_bound_tok_s, "#ff7f0e"),
+                               ("compute", roofline.compute_bound_tok_s, "#9467bd")):
+        style = "-" if roofline.binding == bound else "--"
+        axes.axhline(rate, color=color, linestyle=style, label=f"{bound}-bound {rate:,.0f} tok/s"
+                     + (" (the ceiling)" if roofline.binding == bound else ""))
+    for x, (label, reached) in enumerate((("baseline", before), ("final", after))):
+        low = reached.achieved_pct_ci_low * reached.ceiling_tok_s / 100
+        high = reached.achieved_pct_ci_high * reached.ceiling_tok_s / 100
+        value = reached.achieved_tok_s
+        axes.errorbar(x, value, yerr=[[max(value - low, 0)], [max(high - value, 0)]], fmt="o", capsize=5,
+                      color="#1f77b4" if label == "final" else "#7f7f7f")
+        axes.annotate(f"{value:,.1f} tok/s\n{reached.achieved_pct:.2f}% of ceiling", (x, value),
+                      textcoords="offset points", xytext=(12, -4), fontsize=8)
+    axes.set_yscale("log")
+    axes.set_xlim(-0.5, 1.9)
+    axes.set_xticks([0, 1], ["baseline", "final"])
+    axes.set_ylabel("output tokens/s (log)")
+    axes.set_title(f"Roofline position on {roofline.hardware}", fontsize=10)
+    axes.grid(True, axis="y", which="both", alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+    return _save(figure, path)

@@ -146,6 +146,14 @@ def workload_roofline(shape: ModelShape, hardware: Hardware, workload: Workload,
                            kv_cache_dtype)
 
 
+def ceiling_for_launch(shape: ModelShape, hardware: Hardware, workload_roofline: Roofline, concurrency: int,
+                       argv: list[str]) -> Roofline:
+    """The ceiling one measurement faces: its own concurrency and the KV dtype its argv asks for,
+    at the workload's mean context (a sweep rung or an fp8-KV trial has a ceiling of its own)."""
+    return decode_roofline(shape, hardware, concurrency, workload_roofline.mean_context_tokens,
+                           kv_cache_dtype_from_args(argv))
+
+
 class Achieved(Frozen):
     """A measured throughput as a share of the roofline ceiling, with its interval."""
 

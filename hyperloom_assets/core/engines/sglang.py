@@ -1,0 +1,77 @@
+"""SGLang: what the project knows of it. Pure code.
+
+Checked against sglang 0.5.23 (its PyPI wheel; tests/contract/test_sglang_contract.py
+quotes it): `python -m sglang.launch_server --model-path M --port P`, flags derived
+from ServerArgs fields (`tp_size` -> `--tp-size`), the resolved record logged as
+`server_args={...}` (older releases: `server_args=ServerArgs(...)`), `GET /health`,
+the radix (prefix) cache on unless the record says `disable_radix_cache=True`. The
+source checkout keeps the package under `python/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from hyperloom_assets.core.engines.evidence import parse_sglang_server_args
+from hyperloom_assets.core.engines.spec import (
+    AccuracyRisk,
+    Distribution,
+    EngineSpec,
+    Entry,
+    Startup,
+    home_of,
+)
+
+
+def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, version: str | None) -> str | None:
+    """The record is the whole resolved ServerArgs, so it says either way."""
+    if evidence is not None and evidence.get("disable_radix_cache") is True:
+        return "server_args: disable_radix_cache=True"
+    return None
+
+
+def jit_cache_dirs(env: Mapping[str, str]) -> list[Path]:
+    """sglang/srt/environ.py: SGLANG_CACHE_DIR, default ~/.cache/sglang (JIT kernels, autotune results)."""
+    return [Path(env["SGLANG_CACHE_DIR"]) if env.get("SGLANG_CACHE_DIR") else home_of(env) / ".cache" / "sglang"]
+
+
+ENGINE = EngineSpec(
+    name="sglang",
+    listed_at=1,
+    entry=Entry(module="sglang.launch_server"),
+    model_flag="--model-path",
+    launcher_aliases=("--model",),
+    port_flag="--port",
+    console_commands=(("sglang", "serve"),),  # 0.5.23's recommended entry; `-m sglang.launch_server` still works
+    distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
+    release_distribution="sglang",
+    source_import_root="python",
+    parse_evidence=parse_sglang_server_args,
+    prefix_cache_off=prefix_cache_off,
+    fatal_markers=("Scheduler hit an exception", "torch.OutOfMemoryError", "CUDA out of memory", "Not enough memory"),
+    # Cold JIT builds (ROCm's aiter kernels, deep_gemm, flashinfer) can take over an
+    # hour; the reference allows 9000 s. With the cache warm 900 s is plenty.
+    startup=Startup(cold_s=9000.0, warm_s=900.0, cache_dirs=jit_cache_dirs),
+    accuracy_risks=(
+        AccuracyRisk(knob="--kv-cache-dtype", why="a KV cache narrower than the model's dtype",
+                     safe_values=("auto", "bf16", "bfloat16")),
+        AccuracyRisk(knob="--quantization", why="quantized weights"),
+        AccuracyRisk(knob="--dtype", why="another compute dtype", safe_values=("auto",)),
+        AccuracyRisk(knob="--attention-backend", why="another attention kernel"),
+        AccuracyRisk(knob="--prefill-attention-backend", why="another attention kernel"),
+        AccuracyRisk(knob="--decode-attention-backend", why="another attention kernel"),
+        AccuracyRisk(knob="--speculative-algorithm", why="speculative decoding"),
+        AccuracyRisk(knob="--enable-torch-compile", why="compiler passes that fuse or reorder kernels"),
+    ),
+    env_prefixes=("SGLANG_", "SGL_"),
+    boolean_flags=frozenset({
+        "--disable-radix-cache", "--disable-cuda-graph", "--disable-cuda-graph-padding", "--enable-torch-compile",
+        "--enable-dp-attention", "--enable-mixed-chunk", "--disable-overlap-schedule", "--enable-metrics",
+        "--skip-server-warmup", "--enable-dp-lm-head", "--trust-remote-code",
+    }),
+    # 0.5.23 takes per-phase lists; `--cuda-graph-bs` is the older releases' spelling.
+    multi_value_flags=frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"}),
+    sequence_cap_key="max_running_requests",
+    grid="sglang.yaml",
+)

@@ -1,0 +1,74 @@
+"""The sim: the project's own engine, the stand-in for what this machine cannot run. Pure code.
+
+`hyperloom sim-serve` (hyperloom_assets/sim/) speaks one real engine's flags and log
+lines, chosen by its harness flag `--flavor vllm|sglang|atom`; everything that depends
+on what a target speaks (evidence, invariant 6, the seed grid, accuracy risks) follows
+that flavor's module. Its own harness flags (`--gpu`, `--time-scale`, ...) are never
+engine args (invariant 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperloom_assets.core.engines import atom, sglang, vllm
+from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
+from hyperloom_assets.core.engines.spec import Distribution, EngineSpec, Entry, Startup
+from hyperloom_assets.sim.engine_args import FLAVORS, engine_parser, flavor_of, harness_flags, http_port_flag
+
+# The engines the sim's flavors imitate: a new flavor is a module here and code in the sim.
+FLAVOR_ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (vllm.ENGINE, sglang.ENGINE, atom.ENGINE)}
+HARNESS_FLAGS: frozenset[str] = frozenset().union(*(harness_flags(flavor) for flavor in FLAVORS))
+
+
+def flavor_engine(server_args: list[str]) -> EngineSpec:
+    return FLAVOR_ENGINES[flavor_of(server_args)]
+
+
+def parse_evidence(log_text: str) -> dict[str, Any] | None:
+    """Whichever record the flavor printed (the ATOM flavor prints none)."""
+    return parse_vllm_non_default_args(log_text) or parse_sglang_server_args(log_text)
+
+
+def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, version: str | None) -> str | None:
+    """The flavor's rule; the sim's version is not the imitated engine's, so it is not passed."""
+    return flavor_engine(server_args).prefix_cache_off(server_args, evidence, None)
+
+
+def port_flag(server_args: list[str]) -> str:
+    return http_port_flag(flavor_of(server_args))
+
+
+def accepted_flags(flavor: str | None) -> frozenset[str]:
+    """The long flags the flavor's parser takes: a grid value it cannot take would only fail its launch."""
+    parser = engine_parser(flavor or "vllm", "sim")
+    return frozenset(o for action in parser._actions for o in action.option_strings if o.startswith("--") and o != "--help")
+
+
+ENGINE = EngineSpec(
+    name="sim",
+    listed_at=3,
+    entry=Entry(module="hyperloom_assets.cli", subcommand=("sim-serve",)),
+    model_flag="--model",
+    port_flag="--port",
+    port_flag_of=port_flag,
+    launcher_aliases=("--model-path", "--server-port"),
+    console_commands=(("hyperloom", "sim-serve"),),
+    # A release of the sim packaged on its own wins over the project's copy in its env.
+    distributions=(
+        Distribution(name="hyperloom-sim-engine", ships="hyperloom_sim_engine/__main__.py",
+                     entry=Entry(module="hyperloom_sim_engine")),
+        Distribution(name="hyperloom-assets", ships="hyperloom_assets/sim/server.py"),
+    ),
+    release_distribution="hyperloom-sim-engine",
+    source_import_root=".",
+    parse_evidence=parse_evidence,
+    prefix_cache_off=prefix_cache_off,
+    fatal_markers=(),
+    startup=Startup(cold_s=60.0),
+    env_prefixes=(),  # the sim reads no environment: env candidates of a sim target change nothing
+    flavor_of=flavor_of,
+    accepted_flags_of=accepted_flags,
+    harness_flags=HARNESS_FLAGS,
+    simulated=True,
+)

@@ -1,0 +1,179 @@
+"""What the project knows about one serving engine, as one model. Pure code.
+
+Each engine module of this package (vllm.py, sglang.py, atom.py, sim.py) builds one
+EngineSpec named ENGINE; the registry finds them. Everything here is data or a pure
+function of data: probing an interpreter or starting a server is the resources' job
+(resources/hosts/engines.py), which reads these specs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from hyperloom_assets.core.models import Frozen
+
+# argparse's own words for a rejected argv (invariant 7). Every engine here parses its
+# command line with argparse, so every engine shares them.
+ARGPARSE_ERRORS: tuple[str, ...] = ("unrecognized arguments", "invalid choice")
+GRIDS_DIR = Path(__file__).parent / "grids"
+
+EvidenceParser = Callable[[str], "dict[str, Any] | None"]
+# (requested args, launch evidence, engine version or None) -> why the cache was off, or None.
+PrefixCacheRule = Callable[[list[str], "dict[str, Any] | None", "str | None"], "str | None"]
+CacheDirs = Callable[[Mapping[str, str]], list[Path]]
+
+
+def no_evidence(log_text: str) -> dict[str, Any] | None:
+    """For an engine that logs no record of its resolved args."""
+    return None
+
+
+def no_cache_dirs(env: Mapping[str, str]) -> list[Path]:
+    return []
+
+
+def home_of(env: Mapping[str, str]) -> Path:
+    """The server's home folder: its HOME, else this process's."""
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+class Entry(Frozen):
+    """How a server starts: `python -m module subcommand...`."""
+    module: str
+    subcommand: tuple[str, ...] = ()
+
+
+class Distribution(Frozen):
+    """A distribution that can serve the engine, and how to tell the real one.
+
+    `ships` is a file the engine's own package installs (relative to site-packages):
+    a distribution of the same name that lacks it is another project (PyPI's `atom` is
+    not ROCm's ATOM), never the engine.
+    """
+    name: str
+    ships: str
+    entry: Entry | None = None  # its own entry module, when it is not the engine's
+
+
+class Startup(Frozen):
+    """How long readiness may take: `cold_s` until the engine's caches hold something."""
+    cold_s: float
+    warm_s: float | None = None
+    cache_dirs: CacheDirs = no_cache_dirs
+
+    def timeout_s(self, env: Mapping[str, str] | None = None) -> float:
+        env = os.environ if env is None else env
+        if self.warm_s is not None and any(p.is_dir() and any(p.iterdir()) for p in self.cache_dirs(env)):
+            return self.warm_s
+        return self.cold_s
+
+
+class AccuracyRisk(Frozen):
+    """A flag or env var whose change can change what the model answers.
+
+    `safe_values` keep the numerics the baseline has (`auto`: the model's own dtype);
+    any other value, or a boolean flag given at all, is a risk.
+    """
+    knob: str
+    why: str
+    safe_values: tuple[str, ...] = ()
+
+
+class EngineSpec(Frozen):
+    name: str
+    listed_at: int  # its place in the lists users read (errors, `targets check`)
+    entry: Entry
+    model_flag: str
+    port_flag: str  # the HTTP port
+    serve_flags: tuple[str, ...] = ("--host", "127.0.0.1")
+    launcher_aliases: tuple[str, ...] = ()  # other spellings of the model and port flags
+    # Commands that start a server without `-m` (program name, then the words after it).
+    console_commands: tuple[tuple[str, ...], ...] = ()
+    distributions: tuple[Distribution, ...]
+    release_distribution: str | None  # polled on the package index; None: not published there
+    cpu_release_distribution: str | None = None  # the CPU build's own distribution
+    source_import_root: str  # where `import <engine>` resolves inside a source checkout
+    parse_evidence: EvidenceParser = no_evidence
+    prefix_cache_off: PrefixCacheRule
+    fatal_markers: tuple[str, ...]
+    argv_error_markers: tuple[str, ...] = ARGPARSE_ERRORS
+    health_path: str = "/health"
+    startup: Startup
+    accuracy_risks: tuple[AccuracyRisk, ...] = ()
+    env_prefixes: tuple[str, ...]
+    boolean_flags: frozenset[str] = frozenset()
+    multi_value_flags: frozenset[str] = frozenset()  # argparse nargs="+": every following non-flag token
+    sequence_cap_key: str | None = None  # where its launch record states the resolved cap
+    grid: str | None = None  # its seed grid, a file of GRIDS_DIR
+    # A stand-in engine speaks another engine's flags: which one, from its args.
+    flavor_of: Callable[[list[str]], str] | None = None
+    harness_flags: frozenset[str] = frozenset()  # flags that drive the stand-in, not the engine
+    port_flag_of: Callable[[list[str]], str] | None = None  # a stand-in's port flag by flavor
+    # The flags a stand-in's parser takes for a flavor (it implements a subset and
+    # rejects the rest); None for a real engine, whose grid is checked against its source.
+    accepted_flags_of: Callable[[str | None], frozenset[str]] | None = None
+    simulated: bool = False  # its numbers are in simulated time, its GPU named by harness flags
+
+    def launcher_flags(self) -> frozenset[str]:
+        """Flags the launcher sets for every server: never candidates, never ablated."""
+        serve = {flag for flag in self.serve_flags if flag.startswith("--")}
+        return frozenset({self.model_flag, self.port_flag, *self.launcher_aliases, *serve})
+
+    def entry_for(self, distribution: str | None) -> Entry:
+        """The entry a found distribution starts from (the engine's, unless it has its own)."""
+        for candidate in self.distributions:
+            if candidate.name == distribution and candidate.entry is not None:
+                return candidate.entry
+        return self.entry
+
+    def has_distribution_entries(self) -> bool:
+        return any(d.entry is not None for d in self.distributions)
+
+    def build_argv(self, python: Path, model: Path, port: int, server_args: list[str],
+                   entry: Entry | None = None) -> list[str]:
+        """The whole command: a module run by an explicit interpreter, the operator's args last."""
+        entry = entry or self.entry
+        port_flag = self.port_flag_of(server_args) if self.port_flag_of else self.port_flag
+        return [str(python), "-m", entry.module, *entry.subcommand, self.model_flag, str(model),
+                port_flag, str(port), *self.serve_flags, *server_args]
+
+    def served_model(self, model: Path | str, server_args: list[str]) -> str:
+        """The name requests must use: `--served-model-name` if given, else the model path."""
+        for index, token in enumerate(server_args):
+            if token == "--served-model-name" and index + 1 < len(server_args):
+                return server_args[index + 1]
+            if token.startswith("--served-model-name="):
+                return token.split("=", 1)[1]
+        return str(model)
+
+    def argv_error(self, log_text: str) -> str | None:
+        """The argparse marker in the log, when the engine rejected its argv."""
+        return next((marker for marker in self.argv_error_markers if marker in log_text), None)
+
+    def fatal(self, log_text: str) -> str | None:
+        return next((marker for marker in self.fatal_markers if marker in log_text), None)
+
+    def grid_path(self, folder: Path = GRIDS_DIR) -> Path | None:
+        return folder / self.grid if self.grid else None
+
+    def serving_commands(self) -> set[tuple[str, ...]]:
+        """What a serving process's cmdline holds: each entry's module and subcommand, or a console command."""
+        entries = [self.entry, *(d.entry for d in self.distributions if d.entry)]
+        return {(e.module, *e.subcommand) for e in entries} | set(self.console_commands)
+
+
+class Installed(Frozen):
+    """A distribution of an engine found in an interpreter's environment."""
+    distribution: str
+    version: str
+    genuine: bool  # it ships the engine's own file, so it is the engine and not a namesake
+
+    def identity(self, spec: EngineSpec) -> str:
+        """`distribution version`, saying so when the name matched but the package is another."""
+        text = f"{self.distribution} {self.version}"
+        if self.genuine:
+            return text
+        ships = next((d.ships for d in spec.distributions if d.name == self.distribution), "its entry module")
+        return f"{text} (not the {spec.name} engine: it lacks {ships})"

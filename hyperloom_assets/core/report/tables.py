@@ -1,0 +1,143 @@
+"""Typed tables: every trial, the plan, the sweep. Pure code.
+
+One table per thing a user reads row by row, with typed columns and numbers rounded to
+what they mean; the assets hand these to Dagster as table metadata (sortable in the UI),
+and the Markdown report renders its trials table from the same rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.models import Frozen
+from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
+from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.report.precision import rounded
+from hyperloom_assets.core.roofline.position import Position
+
+Cell = str | int | float | bool | None
+
+
+class Column(Frozen):
+    name: str
+    type: Literal["int", "float", "string", "bool"]
+    description: str
+
+
+class Table(Frozen):
+    columns: list[Column]
+    rows: list[dict[str, Cell]]
+
+    @model_validator(mode="after")
+    def _rows_match_columns(self) -> Table:
+        names = [c.name for c in self.columns]
+        for index, row in enumerate(self.rows):
+            if list(row) != names:
+                raise ValueError(f"row {index} has columns {list(row)}, expected {names}")
+        return self
+
+
+def describe_change(variant: Variant) -> str:
+    parts = []
+    if variant.add_args:
+        parts.append("add `" + " ".join(variant.add_args) + "`")
+    if variant.remove_args:
+        parts.append("remove `" + " ".join(variant.remove_args) + "`")
+    parts += [f"env {k}={v}" for k, v in variant.set_env.items()]
+    parts += [f"unset {k}" for k in variant.unset_env]
+    return "; ".join(parts) or "(no change)"
+
+
+def columns_of(*specs: tuple[str, str, str]) -> list[Column]:
+    return [Column(name=name, type=kind, description=description) for name, kind, description in specs]
+
+
+TRIAL_COLUMNS = columns_of(
+    ("index", "int", "trial number, in the order the climb ran them"),
+    ("fingerprint", "string", "of the whole launched change (the ledger's key)"),
+    ("name", "string", "the variant"),
+    ("change", "string", "what it changes on top of the running best"),
+    ("against", "string", "the running best it was judged against"),
+    ("outcome", "string", "KEEP, REVERT, NEEDS_REVIEW, KEEP_UNSTABLE, FAILED or KILLED_OVERTIME"),
+    ("gain_pct", "float", "gain over the running best, % (ratio of geometric launch means)"),
+    ("ci_low_pct", "float", "low end of the last look's interval, % (its level is in the reason)"),
+    ("ci_high_pct", "float", "high end of the last look's interval, %"),
+    ("output_throughput", "float", "the variant's mean output tok/s over its repeats"),
+    ("launches", "int", "servers launched with the variant"),
+    ("best_relaunches", "int", "servers launched with the running best beside it"),
+    ("replayed", "bool", "taken from the ledger instead of measured again"),
+    ("reason", "string", "why the decision rule decided so"),
+)
+
+
+def trials_table(trials: list[TrialRecord]) -> Table:
+    rows = [dict(index=t.index, fingerprint=t.fingerprint, name=t.name, change=describe_change(t.variant),
+                 against=t.against, outcome=t.outcome, gain_pct=rounded(t.decision.gain_pct, "%"),
+                 ci_low_pct=rounded(t.decision.ci_low_pct, "%"), ci_high_pct=rounded(t.decision.ci_high_pct, "%"),
+                 output_throughput=rounded(t.mean, "tok/s"), launches=t.measurements,
+                 best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason)
+            for t in trials]
+    return Table(columns=TRIAL_COLUMNS, rows=rows)
+
+
+PLAN_COLUMNS = columns_of(
+    ("index", "int", "position in the plan, best first"),
+    ("fingerprint", "string", "the variant's fingerprint"),
+    ("name", "string", "the variant"),
+    ("change", "string", "what it changes on the operator's config"),
+    ("provenance", "string", "seed_grid, ablation, llm or patch"),
+    ("accuracy_risky", "bool", "must pass the accuracy gate before it is kept"),
+    ("in_ledger", "bool", "already tried in this context: the climb replays its outcome"),
+    ("reason", "string", "why the planner proposes it"),
+)
+
+
+def plan_table(variants: list[Variant], recorded: set[str] = frozenset()) -> Table:
+    rows = [dict(index=i + 1, fingerprint=variant_fingerprint(v), name=v.name, change=describe_change(v),
+                 provenance=v.provenance, accuracy_risky=v.accuracy_risky,
+                 in_ledger=variant_fingerprint(v) in recorded, reason=v.reason)
+            for i, v in enumerate(variants)]
+    return Table(columns=PLAN_COLUMNS, rows=rows)
+
+
+SWEEP_COLUMNS = columns_of(
+    ("config", "string", "baseline or stack"),
+    ("concurrency", "int", "requests in flight"),
+    ("output_throughput", "float", "output tok/s"),
+    ("request_throughput", "float", "completed requests per second"),
+    ("tpot_p50_ms", "float", "time per output token, median, ms"),
+    ("interactivity", "float", "tokens per second per user (1000 / TPOT p50)"),
+    ("ttft_p50_ms", "float", "time to first token, median, ms"),
+    ("completed", "int", "requests completed in the round"),
+)
+
+
+def sweep_table(rows: list[dict[str, Any]]) -> Table:
+    return Table(columns=SWEEP_COLUMNS, rows=[dict(
+        config=row["config"], concurrency=int(row["concurrency"]),
+        output_throughput=rounded(row["output_throughput"], "tok/s"),
+        request_throughput=rounded(row["request_throughput"], "req/s"),
+        tpot_p50_ms=rounded(row["tpot_p50_ms"], "ms"), interactivity=rounded(row["interactivity"], "tok/s/user"),
+        ttft_p50_ms=rounded(row["ttft_p50_ms"], "ms"), completed=int(row["completed"])) for row in rows])
+
+
+POSITION_COLUMNS = columns_of(
+    ("measurement_id", "int", "the result store's measurement id"),
+    ("kind", "string", "baseline, trial, best_relaunch, validation or sweep"),
+    ("fingerprint", "string", "the trial's fingerprint, where it has one"),
+    ("concurrency", "int", "requests in flight: the ceiling's batch"),
+    ("output_throughput", "float", "measured output tok/s"),
+    ("ceiling_tok_s", "float", "the roofline ceiling of this launch, tok/s"),
+    ("of_ceiling_pct", "float", "measured as a share of the ceiling, %"),
+    ("binding", "string", "memory or compute: the bound that sets the ceiling"),
+)
+
+
+def positions_table(found: list[Position]) -> Table:
+    return Table(columns=POSITION_COLUMNS, rows=[dict(
+        measurement_id=p.measurement_id, kind=p.kind, fingerprint=p.fingerprint, concurrency=p.concurrency,
+        output_throughput=rounded(p.output_throughput, "tok/s"), ceiling_tok_s=rounded(p.ceiling_tok_s, "tok/s"),
+        of_ceiling_pct=rounded(p.of_ceiling_pct, "%"), binding=p.binding) for p in found])
