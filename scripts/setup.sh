@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make setup: the project venv at .venv with pinned versions, the engine, the instance
-# config. Idempotent: when pyproject.toml, constraints.txt and this script are unchanged
-# since the last successful install, it only re-checks the removals and the config.
+# make setup: the project venv at .venv with pinned versions, the engine, Debian's chromium
+# for the browser test, the instance config. Idempotent: when pyproject.toml, constraints.txt
+# and this script are unchanged since the last successful install, it only re-checks the
+# removals, the browser and the config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -27,5 +28,12 @@ for pkg in torchvision torchaudio torchcodec; do
     "$PY" -m pip uninstall --quiet -y "$pkg"
   fi
 done
+# The browser test drives Debian's chromium through Playwright (pinned in pyproject.toml);
+# Playwright's own browser downloads are never used: the system package is the one browser.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo -n); fi
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 "$PY" -m hyperloom_assets.cli.instance_config "$DAGSTER_HOME"
 echo "setup ok: $VENV ($("$PY" -c 'import vllm, dagster; print("vllm", vllm.__version__, "dagster", dagster.__version__)' 2>/dev/null | tail -1)), DAGSTER_HOME=$DAGSTER_HOME"

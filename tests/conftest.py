@@ -46,14 +46,14 @@ def store(tmp_path) -> ResultStore:
     return ResultStore(url=f"sqlite:///{tmp_path / 'results.db'}")
 
 
-def wait_healthy(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 30.0) -> None:
-    """Until a server started by a test answers /health; its log in the error otherwise."""
+def wait_healthy(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 30.0, path: str = "/health") -> None:
+    """Until a server started by a test answers `path` (/health); its log in the error otherwise."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"server exited with {process.returncode}:\n{log.read_text()}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=1) as reply:
                 if reply.status == 200:
                     return
         except OSError:

@@ -1,7 +1,9 @@
 """Writes the Dagster instance config (`dagster.yaml`) into DAGSTER_HOME.
 
 One serving launch per host at a time: every asset that launches a server declares its
-host's pool, and every pool is limited to 1.
+host's pool, and every pool is limited to 1. No telemetry, and no NUX: without `nux`
+the UI greets every fresh instance on localhost with a "Join the Dagster community"
+newsletter dialog over the page.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ concurrency:
   runs:
     max_concurrent_runs: 4
 telemetry:
+  enabled: false
+nux:
   enabled: false
 """
 

@@ -10,13 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
-from dagster._core.event_api import PartitionKeyFilter
 
-from hyperloom_assets.cli.instance_config import write_instance_config
-from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.assets.test_checks_sim import CHECKS
-from tests.conftest import SIM_MODEL
+from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_metadata, write_target
 
 pytestmark = pytest.mark.cli
 
@@ -28,45 +24,16 @@ def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: floa
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=home)
 
 
-def stored_metadata(home: Path, asset: str, partition: str) -> dict:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(home))
-        instance = dg.DagsterInstance.get()
-    with instance:
-        records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
-        assert records, f"no stored materialization of {asset} for {partition}"
-        return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
-
-
 def stored_checks(home: Path, partition: str) -> dict[str, bool]:
     """Each check's latest result for the partition, as the UI's Checks tab reads it."""
     keys = [dg.AssetCheckKey(dg.AssetKey(asset), name) for asset, names in CHECKS.items() for name in names]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DAGSTER_HOME", str(home))
-        instance = dg.DagsterInstance.get()
-    with instance:
-        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            keys, partition_filter=PartitionKeyFilter(key=partition))
+    latest = stored_check_executions(home, keys, partition)
     return {key.name: record.status.value == "SUCCEEDED" for key, record in latest.items()}
-
-
-@pytest.fixture
-def home(tmp_path) -> Path:
-    folder = tmp_path / "dagster_home"
-    write_instance_config(folder)
-    yield folder
-    assert read_pidfiles(folder / "hyperloom" / "pids") == [], "a server outlived the run"
 
 
 def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
     targets = tmp_path / "targets"
-    targets.mkdir()
-    (targets / "sim-cli.yaml").write_text(yaml.safe_dump({
-        "engine": "sim", "model": str(SIM_MODEL),
-        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"],
-        "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
-        "repeats": 2, "max_trials": 3, "sweep_concurrencies": [4, 16]}))
+    write_target(targets, "sim-cli", {**FAST_SIM_TARGET, "max_trials": 3, "sweep_concurrencies": [4, 16]})
     (targets / "broken.yaml").write_text("engine: [vllm\n")  # a bad file must not stop the others
     done = execute("optimize_job", "sim-cli", home, targets, timeout_s=600)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -84,13 +51,12 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
 @pytest.mark.real_engine
 def test_baseline_job_on_vllm_cpu(tmp_path, home, tiny_model) -> None:
     targets = tmp_path / "targets"
-    targets.mkdir()
-    (targets / "tiny.yaml").write_text(yaml.safe_dump({
+    write_target(targets, "tiny", {
         "engine": "vllm", "model": str(tiny_model),
         "server_args": ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"],
         "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
         "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
-        "repeats": 2}))
+        "repeats": 2})
     done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "RUN_SUCCESS" in done.stderr
