@@ -15,7 +15,10 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -205,12 +208,43 @@ def _matches(record: PidRecord) -> psutil.Process | None:
         return None
 
 
-def _owner_alive(record: PidRecord) -> bool:
+def process_alive(pid: int, create_time: float) -> bool:
+    """Is the process that had this pid and creation time still running (never a reused pid)?"""
     try:
-        owner = psutil.Process(record.owner_pid)
-        return _alive(owner) and abs(owner.create_time() - record.owner_create_time) <= _CREATE_TIME_SLACK_S
+        proc = psutil.Process(pid)
+        return _alive(proc) and abs(proc.create_time() - create_time) <= _CREATE_TIME_SLACK_S
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def _owner_alive(record: PidRecord) -> bool:
+    return process_alive(record.owner_pid, record.owner_create_time)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done, then deliver the first one.
+
+    A cancelled run is sent its signal again and again (Dagster raises an interrupt for
+    each), and a teardown cut short would leave a server behind. Teardown is bounded
+    (TERM wait plus KILL wait), so holding signals for it delays a cancel by seconds.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in previous.items():
+        if handler is not None:
+            signal.signal(signum, lambda received, _frame: held.append(received))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def read_pidfiles(pid_dir: Path) -> list[tuple[Path, PidRecord]]:
