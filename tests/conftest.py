@@ -1,4 +1,6 @@
-"""Fixtures every tier shares: the tiny model, a private host, a private store."""
+"""Fixtures every tier shares: the tiny model, a private host, a private store, and the check
+behind `@pytest.mark.stop_reason`: a test so marked must leave that stop reason in a result
+store under its tmp_path (tests/unit/test_stop_reasons.py checks every reason has one)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,34 @@ def host(tmp_path) -> LocalHost:
 @pytest.fixture
 def store(tmp_path) -> ResultStore:
     return ResultStore(url=f"sqlite:///{tmp_path / 'results.db'}")
+
+
+def recorded_stop_reasons(folder: Path) -> set[str]:
+    """Every stop reason a result store under `folder` recorded (the tests' stores and DAGSTER_HOMEs)."""
+    return {row["stop_reason"] for db in folder.rglob("results.db")
+            for row in ResultStore(url=f"sqlite:///{db}").stops()}
+
+
+@pytest.fixture(autouse=True)
+def _marked_stop_reasons_are_recorded(request):
+    marker = request.node.get_closest_marker("stop_reason")
+    if marker is None:
+        yield
+        return
+    folder = request.getfixturevalue("tmp_path")  # asked for here, so it outlives this check
+    yield
+    if not getattr(request.node, "rep_call", None) or not request.node.rep_call.passed:
+        return
+    recorded = recorded_stop_reasons(folder)
+    missing = set(marker.args) - recorded
+    assert not missing, f"marked stop_reason {sorted(missing)} but the run recorded {sorted(recorded)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call":
+        item.rep_call = outcome.get_result()
 
 
 def wait_healthy(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 30.0) -> None:

@@ -12,8 +12,6 @@ import dagster as dg
 import pytest
 import yaml
 
-from hyperloom_assets.cli.instance_config import write_instance_config
-from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.conftest import SIM_MODEL
 
 pytestmark = pytest.mark.cli
@@ -35,14 +33,6 @@ def stored_metadata(home: Path, asset: str, partition: str) -> dict:
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
         assert records, f"no stored materialization of {asset} for {partition}"
         return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
-
-
-@pytest.fixture
-def home(tmp_path) -> Path:
-    folder = tmp_path / "dagster_home"
-    write_instance_config(folder)
-    yield folder
-    assert read_pidfiles(folder / "hyperloom" / "pids") == [], "a server outlived the run"
 
 
 def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
