@@ -44,6 +44,7 @@ from hyperloom_assets.resources.bench.stream import (
     open_session,
     send_request,
 )
+from hyperloom_assets.resources.hosts.process_group import signals_deferred
 
 
 class BenchInputError(ValueError):
@@ -233,8 +234,14 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 def _run(coro: Any) -> Any:
+    """Run a measurement on a loop of its own. A SIGINT or SIGTERM meanwhile (a cancelled run)
+    cancels it and is delivered again once the loop has stopped: an exception that a signal
+    handler raises inside uvloop's loop is logged and dropped, so the cancel would be lost."""
     with asyncio.Runner(loop_factory=_new_loop) as runner:
-        return runner.run(coro)
+        loop = runner.get_loop()
+        task = loop.create_task(coro)
+        with signals_deferred(on_signal=lambda _signum: loop.call_soon_threadsafe(task.cancel)):
+            return loop.run_until_complete(task)
 
 
 def measure(base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int = 1,
