@@ -41,7 +41,7 @@ from hyperloom_assets.resources.hosts.process_group import (
     signals_deferred,
     teardown,
 )
-from hyperloom_assets.resources.hosts.run_workers import dead_workers, record_worker
+from hyperloom_assets.resources.hosts.run_workers import CancelWatch, dead_workers, record_worker
 
 log = dg.get_dagster_logger("hyperloom.host")
 
@@ -86,6 +86,7 @@ class LocalHost(dg.ConfigurableResource):
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
     _worker_file: Path | None = PrivateAttr(default=None)
+    _cancel_watch: CancelWatch | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         if context.instance is None or context.run is None:
@@ -93,8 +94,11 @@ class LocalHost(dg.ConfigurableResource):
         self.release_dead_runs(context.instance, context.run.run_id)
         self.reap()
         self._worker_file = record_worker(self.workers_dir(), context.run.run_id)
+        self._cancel_watch = CancelWatch(context.instance, context.run.run_id).start()
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._cancel_watch is not None:
+            self._cancel_watch.stop()
         if self._worker_file is not None:
             self._worker_file.unlink(missing_ok=True)
 

@@ -7,13 +7,17 @@ monitoring cannot see it: the default run launcher has no worker health check, a
 `dagster job execute` run has no code server watching its process. So every run that
 uses a host records its worker here (pid and creation time, so a reused pid never
 counts as alive), and the next run on the host marks the runs of dead workers failed
-and frees their slots before it claims its own.
+and frees their slots before it claims its own. While a run lives, CancelWatch turns a
+Terminate from the UI into the same interrupt SIGTERM gives, however the run was started.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
 from pydantic import ValidationError
@@ -52,3 +56,37 @@ def dead_workers(folder: Path) -> list[tuple[Path, WorkerRecord]]:
         if not process_alive(record.pid, record.create_time):
             found.append((path, record))
     return found
+
+
+class CancelWatch:
+    """Interrupts this worker when its run is being terminated from Dagster.
+
+    The UI's Terminate reaches a run the daemon launched through its code server, which
+    interrupts the worker; a run started by `dagster job execute` has no code server, so
+    Terminate only marks it CANCELING and the run would go on measuring. Watching the run's
+    status from a thread and interrupting the main thread (SIGINT, as Ctrl-C does) gives
+    both the same cancel: the step's interrupt, its servers torn down, `cancelled` recorded.
+    """
+
+    def __init__(self, instance: Any, run_id: str, poll_s: float = 2.0):
+        self._instance, self._run_id, self._poll_s = instance, run_id, poll_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"cancel-watch-{run_id[:8]}", daemon=True)
+
+    def start(self) -> CancelWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._poll_s + 5)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            try:
+                run = self._instance.get_run_by_id(self._run_id)
+            except Exception:  # noqa: BLE001 - a storage hiccup must not kill the watch; try again next poll
+                continue
+            if run is not None and run.status.value == "CANCELING":
+                os.kill(os.getpid(), signal.SIGINT)
+                return
