@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
 from hyperloom_assets.resources.store.results import ResultStore
@@ -41,6 +42,24 @@ def host(tmp_path) -> LocalHost:
     for path, record in read_pidfiles(state / "pids"):
         terminate_group(record.pgid, term_wait_s=5.0)
         path.unlink(missing_ok=True)
+
+
+def reap_leftovers(home: Path) -> list[int]:
+    """Tear down every server a DAGSTER_HOME's pidfiles name; returns their pids."""
+    left = read_pidfiles(home / "hyperloom" / "pids")
+    for path, record in left:
+        terminate_group(record.pgid, term_wait_s=5.0)
+        path.unlink(missing_ok=True)
+    return [record.pid for _, record in left]
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    """A temporary DAGSTER_HOME with the instance config `make setup` writes (the CLI tiers)."""
+    folder = tmp_path / "dagster_home"
+    write_instance_config(folder)
+    yield folder
+    assert reap_leftovers(folder) == [], "a server outlived the run"
 
 
 @pytest.fixture

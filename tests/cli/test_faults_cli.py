@@ -22,7 +22,7 @@ from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.results import ResultStore
 from tests.cli.test_job_execute import execute, stored_metadata
-from tests.conftest import SIM_MODEL
+from tests.conftest import SIM_MODEL, reap_leftovers
 
 pytestmark = pytest.mark.cli
 
@@ -50,15 +50,15 @@ def start(job: str, home: Path, targets: Path, log: Path) -> subprocess.Popen:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
 
 
-def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path) -> int:
-    """Until trial 2 has a finished launch and its next server is up; returns that server's pid."""
+def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 2) -> int:
+    """Until `trial` has a finished launch and its next server is up; returns that server's pid."""
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         assert process.poll() is None, f"the run ended early:\n{log.read_text()[-3000:]}"
         text = log.read_text()
-        finished = re.search(r"trial 2 [^\n]*: launch 1 \(variant\)", text)
-        decided = re.search(r"trial 2 [^\n]*: (KEEP|REVERT|KEEP_UNSTABLE|FAILED|KILLED_OVERTIME) \(", text)
-        assert not decided, "trial 2 ended at its first launch: this target no longer tests a resume mid-trial"
+        finished = re.search(rf"trial {trial} [^\n]*: launch 1 \(variant\)", text)
+        decided = re.search(rf"trial {trial} [^\n]*: (KEEP|REVERT|KEEP_UNSTABLE|FAILED|KILLED_OVERTIME) \(", text)
+        assert not decided, f"trial {trial} ended at its first launch: this target no longer tests a stop mid-trial"
         if finished and "server ready" in text[finished.end():]:
             pids = [record.pid for _, record in read_pidfiles(home / "hyperloom" / "pids")]
             alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
@@ -95,8 +95,8 @@ def launches_after(trials: list[dict], replayed_looks: int) -> int:
                for t in trials) - replayed_looks
 
 
-def climb_launches(store: ResultStore, run_id: str) -> int:
-    return len([row for row in store.measurements("sim") if row["run_id"] == run_id
+def climb_launches(store: ResultStore, run_id: str, target: str = "sim") -> int:
+    return len([row for row in store.measurements(target) if row["run_id"] == run_id
                 and row["kind"] in ("trial", "best_relaunch")])
 
 
@@ -147,11 +147,33 @@ def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes
     assert materialized(home, "final_report")
 
 
+def test_terminate_from_dagster_stops_a_run_started_by_dagster_job_execute(tmp_path, home) -> None:
+    # What the UI's Terminate does: the run launcher marks the run CANCELING; a run started
+    # from the command line has no code server to interrupt it, so the host's watch does.
+    targets = write_targets(tmp_path / "targets")
+    log = tmp_path / "run.log"
+    process = start("optimize_job", home, targets, log)
+    try:
+        server = wait_mid_trial(process, log, home, trial=1)
+        with instance_of(home) as instance:
+            run_id = instance.get_runs()[0].run_id
+            instance.run_launcher.terminate(run_id)
+        torn_down_s = wait_gone(server, 60)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert torn_down_s < 20, f"the server outlived the Terminate by {torn_down_s:.1f} s"
+    with instance_of(home) as instance:
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.CANCELED
+    assert "stop reason: cancelled: terminated during trials" in log.read_text()
+    assert [row["stop_reason"] for row in store_of(home).stops("sim")] == ["cancelled"]
+
+
 def test_sigkill_mid_trial_the_next_run_releases_the_dead_run_reaps_its_server_and_ends_with_the_same_stack(
-        tmp_path) -> None:
-    reference_home, home = tmp_path / "reference_home", tmp_path / "dagster_home"
-    for folder in (reference_home, home):
-        write_instance_config(folder)
+        tmp_path, home) -> None:
+    reference_home = tmp_path / "reference_home"
+    write_instance_config(reference_home)
     # The same climb uninterrupted (faster: decisions are made in the sim's own time).
     reference = execute("optimize_job", "sim", reference_home, write_targets(
         tmp_path / "reference_targets", server_args=SLOW_TARGET["server_args"][:3] + ["10"] +
@@ -188,4 +210,4 @@ def test_sigkill_mid_trial_the_next_run_releases_the_dead_run_reaps_its_server_a
     names = [keeper["name"] for keeper in store.latest_stack("sim")["keepers"]]
     assert names == [keeper["name"] for keeper in store_of(reference_home).latest_stack("sim")["keepers"]]
     assert names, "a stack with keepers, so the comparison says something"
-    assert read_pidfiles(home / "hyperloom" / "pids") == []
+    assert reap_leftovers(reference_home) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,14 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
     done = execute("optimize_job", "sim-cli", home, targets, timeout_s=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "RUN_SUCCESS" in done.stderr
+    # Progress at INFO on stderr: servers and their ready time, rounds, each launch of a
+    # trial, each validation pair, each rung of the sweep, the stop reason.
+    for progress in (r"baseline: server ready in \d+\.\d s", r"baseline: repeat-1 [\d.]+ output tok/s",
+                     r"trial 1 [^\n]*: launch 1 \(variant\) [\d.]+ output tok/s",
+                     r"validate pair 1 stack: [\d.]+ output tok/s",
+                     r"sweep-baseline rung 1 of 2 \(concurrency 4\): [\d.]+ output tok/s",
+                     r"stop reason: (budget_exhausted|target_reached|no_more_candidates)"):
+        assert re.search(r" - INFO - [^\n]*" + progress, done.stderr), f"no INFO line matching {progress!r}"
     report = stored_metadata(home, "final_report", "sim-cli")
     assert Path(report["report_path"]).is_file()
     assert report["final_output_throughput"] > report["baseline_output_throughput"]
