@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.local import LocalHost
@@ -42,6 +43,18 @@ def host(tmp_path) -> LocalHost:
     for path, record in read_pidfiles(state / "pids"):
         terminate_group(record.pgid, term_wait_s=5.0)
         path.unlink(missing_ok=True)
+
+
+def write_tiny_target(folder: Path, model: Path, **changes) -> Path:
+    """A vLLM CPU target on the tiny Llama, lean enough for the real-engine tier; returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"engine": "vllm", "model": str(model),
+            "server_args": ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"],
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+            "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
+            "repeats": 2, **changes}
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(body))
+    return folder
 
 
 def reap_leftovers(home: Path) -> list[int]:

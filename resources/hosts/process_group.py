@@ -93,12 +93,7 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
             stdout=log_file, stderr=subprocess.STDOUT, env=dict(env),
         )
     me = psutil.Process()
-    try:
-        child = psutil.Process(popen.pid)
-        cmdline, create_time = child.cmdline(), child.create_time()
-    except psutil.NoSuchProcess:
-        # Exited already (Popen returns after exec): teardown finds nothing to do.
-        cmdline, create_time = list(argv), time.time()
+    cmdline, create_time = _exec_identity(popen.pid, argv)
     record = PidRecord(
         pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
@@ -106,6 +101,30 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
     pidfile = _pidfile(pid_dir, popen.pid)
     _write_pidfile(pidfile, record)
     return ServerProcess(popen=popen, record=record, pidfile=pidfile)
+
+
+EXEC_SETTLE_S = 2.0
+
+
+def _exec_identity(pid: int, argv: list[str]) -> tuple[list[str], float]:
+    """The child's cmdline and creation time once its exec has landed.
+
+    Popen can return while the child is still inside exec, when /proc shows an empty
+    cmdline; a pidfile with that cmdline never matches the live server, so the reaper
+    would take it for a reused pid and leave an orphan running.
+    """
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while True:
+        try:
+            child = psutil.Process(pid)
+            cmdline, create_time = child.cmdline(), child.create_time()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return list(argv), time.time()  # exited already: teardown finds nothing to do
+        if cmdline == list(argv) or (cmdline and time.monotonic() >= deadline):
+            return cmdline, create_time
+        if time.monotonic() >= deadline:
+            return list(argv), create_time
+        time.sleep(0.01)
 
 
 def _alive(proc: psutil.Process) -> bool:

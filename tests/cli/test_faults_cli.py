@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -21,7 +22,7 @@ import yaml
 from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.results import ResultStore
-from tests.cli.test_job_execute import execute, stored_metadata
+from tests.cli.test_job_execute import execute
 from tests.conftest import SIM_MODEL, reap_leftovers
 
 pytestmark = pytest.mark.cli
@@ -66,6 +67,20 @@ def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int 
                 return alive[0]
         time.sleep(0.1)
     raise AssertionError(f"never reached the middle of trial 2:\n{log.read_text()[-3000:]}")
+
+
+def stop_mid_trial(process: subprocess.Popen, reach: Callable[[], int], stop: Callable[[], None],
+                   wait_teardown: bool = True) -> tuple[int, float | None]:
+    """Once `reach` says a server is up mid-trial, `stop` the run: (that server, seconds until it was gone)."""
+    try:
+        server = reach()
+        stop()
+        torn_down_s = wait_gone(server, 60) if wait_teardown else None
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return server, torn_down_s
 
 
 def store_of(home: Path) -> ResultStore:
@@ -117,14 +132,8 @@ def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes
     targets = write_targets(tmp_path / "targets")
     log = tmp_path / "first.log"
     process = start("optimize_job", home, targets, log)
-    try:
-        server = wait_mid_trial(process, log, home)
-        process.send_signal(signal.SIGTERM)
-        torn_down_s = wait_gone(server, 60)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    server, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home),
+                                         lambda: process.send_signal(signal.SIGTERM))
     assert torn_down_s < 20, f"the server outlived the SIGTERM by {torn_down_s:.1f} s"
     text = log.read_text()
     assert process.returncode != 0
@@ -153,16 +162,13 @@ def test_terminate_from_dagster_stops_a_run_started_by_dagster_job_execute(tmp_p
     targets = write_targets(tmp_path / "targets")
     log = tmp_path / "run.log"
     process = start("optimize_job", home, targets, log)
-    try:
-        server = wait_mid_trial(process, log, home, trial=1)
+
+    def terminate() -> None:
         with instance_of(home) as instance:
-            run_id = instance.get_runs()[0].run_id
-            instance.run_launcher.terminate(run_id)
-        torn_down_s = wait_gone(server, 60)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+            instance.run_launcher.terminate(instance.get_runs()[0].run_id)
+
+    server, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home, trial=1), terminate)
+    run_id = runs_of(home)[0].run_id
     assert torn_down_s < 20, f"the server outlived the Terminate by {torn_down_s:.1f} s"
     with instance_of(home) as instance:
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.CANCELED
@@ -183,13 +189,8 @@ def test_sigkill_mid_trial_the_next_run_releases_the_dead_run_reaps_its_server_a
     targets = write_targets(tmp_path / "targets")
     log = tmp_path / "killed.log"
     process = start("optimize_job", home, targets, log)
-    try:
-        server = wait_mid_trial(process, log, home)
-        process.kill()  # SIGKILL: no teardown, no log line, no run status
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    # SIGKILL: no teardown, no log line, no run status
+    server, _ = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home), process.kill, wait_teardown=False)
     time.sleep(1)
     assert psutil.Process(server).is_running(), "the killed run's server is left running: an orphan"
     killed_run = runs_of(home)[0].run_id

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from tests.conftest import SIM_MODEL
+from tests.conftest import SIM_MODEL, write_tiny_target
 
 pytestmark = pytest.mark.cli
 
@@ -64,14 +64,7 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
 
 @pytest.mark.real_engine
 def test_baseline_job_on_vllm_cpu(tmp_path, home, tiny_model) -> None:
-    targets = tmp_path / "targets"
-    targets.mkdir()
-    (targets / "tiny.yaml").write_text(yaml.safe_dump({
-        "engine": "vllm", "model": str(tiny_model),
-        "server_args": ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"],
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
-        "repeats": 2}))
+    targets = write_tiny_target(tmp_path / "targets", tiny_model)
     done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "RUN_SUCCESS" in done.stderr

@@ -16,11 +16,11 @@ from pathlib import Path
 import dagster as dg
 import psutil
 import pytest
-import yaml
 
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
-from tests.cli.test_faults_cli import climb_launches, instance_of, store_of, wait_gone
+from tests.cli.test_faults_cli import climb_launches, instance_of, stop_mid_trial, store_of, wait_gone
 from tests.cli.test_job_execute import execute
+from tests.conftest import write_tiny_target
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.cli]
 
@@ -55,26 +55,15 @@ def wait_for_second_server(process: subprocess.Popen, log: Path, home: Path) -> 
 
 
 def test_a_climb_killed_mid_trial_on_vllm_resumes_and_measures_only_the_rest(tmp_path, home, tiny_model) -> None:
-    targets = tmp_path / "targets"
-    targets.mkdir()
-    (targets / "tiny.yaml").write_text(yaml.safe_dump({
-        "engine": "vllm", "model": str(tiny_model),
-        "server_args": ["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"],
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
-        "repeats": 1, "max_trials": 1}))
+    targets = write_tiny_target(tmp_path / "targets", tiny_model, repeats=1, max_trials=1,
+                                server_args=["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"])
     done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
     assert done.returncode == 0, done.stderr[-4000:]
 
     killed_log = tmp_path / "killed.log"
     process = materialize(home, targets, killed_log)
-    try:
-        server = wait_for_second_server(process, killed_log, home)
-        process.kill()
-        process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    server, _ = stop_mid_trial(process, lambda: wait_for_second_server(process, killed_log, home), process.kill,
+                               wait_teardown=False)
     assert psutil.Process(server).is_running(), "the vLLM server outlived its run worker"
     store = store_of(home)
     context = store.measurements("tiny", "baseline")[0]["context_key"]
