@@ -40,7 +40,8 @@ def launch(rng: random.Random, level: float, launch_sd: float, repeats: int = 3)
 def one_trial(rng: random.Random, gain: float, launch_sd: float) -> tuple[str, int]:
     """(outcome, launches including the baseline's) of one climb with one candidate."""
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
-        level = 100.0 * (1 + gain) if variant is not None else 100.0
+        # the candidate on the (empty) stack, or the new stack's rebench after a KEEP
+        level = 100.0 * (1 + gain) if variant is not None or keepers else 100.0
         return TrialMeasurement(throughputs=launch(rng, level, launch_sd), measuring_s=1.0)
 
     result = climb(launch(rng, 100.0, launch_sd), 1.0, Budget(max_trials=1, target_gain_pct=1e9),

@@ -38,10 +38,10 @@ class TimedHost(LocalHost):
     timings_path: str = ""
 
     @contextmanager
-    def serve(self, spec, run_dir):
+    def serve(self, spec, run_dir, label=None):
         started = time.monotonic()
         try:
-            with super().serve(spec, run_dir) as launch:
+            with super().serve(spec, run_dir, label) as launch:
                 yield launch
         finally:
             with open(self.timings_path, "a") as out:

@@ -4,6 +4,12 @@ Launch (through the host resource: reap, preflight, start, readiness), an option
 evidence check, warm-up and repeats (through the benchmark client), teardown (the
 host's context manager, on every path), and a row in the result store whatever
 happened. Assets call this; it acts only through the resources it is given.
+
+A measurement may be bounded (`overtime_s`, from readiness): past it the client's round
+is cancelled, the server torn down and MeasurementOvertime raised. Progress (the server
+starting and ready, each round's throughput, a heartbeat in long rounds, each rung of a
+sweep) goes to Dagster's logger, so it reaches the run log and `dagster job execute`'s
+stderr at INFO.
 """
 
 from __future__ import annotations
@@ -14,13 +20,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.resources.bench.client import BenchOvertime, RoundProgress
+from hyperloom_assets.resources.hosts.process_group import signals_deferred
 from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
+
+log = dg.get_dagster_logger("hyperloom.measure")
+
+INTERRUPTS = (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)
 
 
 class MeasuredConfig(Strict):
@@ -30,18 +44,47 @@ class MeasuredConfig(Strict):
     measuring_s: float  # from readiness to the end of the last repeat
 
 
+class MeasurementOvertime(RuntimeError):
+    """Measuring ran past its limit: the round was cancelled and the server torn down."""
+
+    def __init__(self, measuring_s: float, limit_s: float, argv: list[str]):
+        self.measuring_s, self.limit_s, self.argv = measuring_s, limit_s, argv
+        super().__init__(f"overtime: measuring passed {limit_s:.1f} s; stopped after {measuring_s:.1f} s")
+
+
+def engine_scale(spec: ServerSpec) -> float:
+    """How much faster than its engine's own time a server runs: a sim's time scale, else 1."""
+    return time_scale_of(spec.server_args) if engine_for(spec.engine).simulated else 1.0
+
+
 def in_engine_time(spec: ServerSpec, measurement: Measurement) -> Measurement:
     """A sim's numbers in its simulated GPU's time; real engines' as measured."""
     if not engine_for(spec.engine).simulated:
         return measurement
-    return to_simulated_time(measurement, time_scale_of(spec.server_args))
+    return to_simulated_time(measurement, engine_scale(spec))
+
+
+def round_logger(label: str, spec: ServerSpec) -> Callable[[RoundProgress], None]:
+    """Each finished round's throughput (in the engine's time) and a heartbeat while one runs."""
+    scale = engine_scale(spec)
+
+    def report(progress: RoundProgress) -> None:
+        if progress.metrics is None:
+            log.info("%s: %s under way, %d of %d requests done after %.0f s", label, progress.label,
+                     progress.done, progress.total, progress.elapsed_s)
+        else:
+            log.info("%s: %s %.1f output tok/s (%d requests in %.1f s)", label, progress.label,
+                     progress.metrics.output_throughput / scale, progress.done, progress.elapsed_s)
+
+    return report
 
 
 def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str, spec: ServerSpec,
                     contract: WorkloadContract, run_dir: Path, run_id: str | None = None,
                     context_key: str | None = None, fingerprint: str | None = None,
                     concurrency: int | None = None, num_prompts: int | None = None,
-                    check_launch: Callable[[LaunchRecord], None] | None = None) -> MeasuredConfig:
+                    check_launch: Callable[[LaunchRecord], None] | None = None,
+                    overtime_s: float | None = None) -> MeasuredConfig:
     """Measure one config under the contract; a failure is stored, then re-raised."""
     started = datetime.now(timezone.utc)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -49,10 +92,18 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
     if concurrency is not None:
         workload = workload.model_copy(update={"concurrency": concurrency})
     launch: LaunchRecord | None = None
+    label = f"{kind} {fingerprint}" if fingerprint else kind
     common = dict(target=target, kind=kind, started_at=started, context_key=context_key,
                   fingerprint=fingerprint, run_id=run_id)
+
+    def record_failure(error: str, argv: list[str] | None = None) -> None:
+        store.record_measurement(argv=argv or (launch.argv if launch else []), env=spec.env,
+                                 evidence=launch.evidence if launch else None, error=error,
+                                 log_path=str(run_dir / "server.log"), **common)
+
+    ready_at = time.monotonic()
     try:
-        with host.serve(spec, run_dir) as launch:
+        with host.serve(spec, run_dir, label=label) as launch:
             if check_launch is not None:
                 check_launch(launch)
             ready_at = time.monotonic()
@@ -60,14 +111,22 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
                 launch.base_url, launch.served_model, workload, contract.vocab_size,
                 repeats=contract.repeats, warmups=contract.warmups,
                 num_prompts=num_prompts or contract.num_prompts, records_dir=run_dir,
-                max_model_len=contract.max_model_len,
+                max_model_len=contract.max_model_len, timeout_s=overtime_s, progress=round_logger(label, spec),
             )
             measurement = in_engine_time(spec, measurement)
             measuring_s = time.monotonic() - ready_at
     except ServerError as exc:
-        store.record_measurement(argv=exc.argv or (launch.argv if launch else []), env=spec.env,
-                                 evidence=launch.evidence if launch else None, error=str(exc),
-                                 log_path=str(run_dir / "server.log"), **common)
+        record_failure(str(exc), exc.argv)
+        raise
+    except BenchOvertime as exc:
+        log.warning("%s: stopped at the overtime limit (%.1f s of measuring); its server is torn down",
+                    label, exc.elapsed_s)
+        overtime = MeasurementOvertime(time.monotonic() - ready_at, exc.limit_s, launch.argv if launch else [])
+        record_failure(str(overtime))
+        raise overtime from exc
+    except INTERRUPTS:
+        with signals_deferred():  # a second signal must not cut the record short
+            record_failure("cancelled: the run was terminated during this measurement")
         raise
     row = store.record_measurement(argv=launch.argv, env=spec.env, evidence=launch.evidence,
                                    log_path=str(launch.log_path), measurement=measurement.model_dump(mode="json"),
@@ -82,19 +141,21 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
     run_dir.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
     results: list[tuple[int, Measurement]] = []
-    with host.serve(spec, run_dir) as launch:
-        for rung in rungs:
+    with host.serve(spec, run_dir, label=run_dir.name) as launch:
+        for number, rung in enumerate(rungs, start=1):
             workload = contract.workload.model_copy(update={"concurrency": rung})
             num_prompts = None
             if workload.kind != "agentic":
                 num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
+            rung_label = f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})"
             measurement = bench.measure(launch.base_url, launch.served_model, workload, contract.vocab_size,
                                         repeats=1, warmups=default_warmups(rung), num_prompts=num_prompts,
                                         records_dir=run_dir / f"c{rung}",
-                                        max_model_len=contract.max_model_len)
+                                        max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec))
             measurement = in_engine_time(spec, measurement)
             store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
                                      measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
                                      log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
+            log.info("%s: %.1f output tok/s", rung_label, measurement.output_throughput)
             results.append((rung, measurement))
     return results

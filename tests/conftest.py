@@ -1,4 +1,6 @@
-"""Fixtures every tier shares: the tiny model, a private host, a private store."""
+"""Fixtures every tier shares: the tiny model, a private host, a private store, and the check
+behind `@pytest.mark.stop_reason`: a test so marked must leave that stop reason in a result
+store under its tmp_path (tests/unit/test_stop_reasons.py checks every reason has one)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
+from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
 from hyperloom_assets.resources.store.results import ResultStore
@@ -41,9 +45,67 @@ def host(tmp_path) -> LocalHost:
         path.unlink(missing_ok=True)
 
 
+def write_tiny_target(folder: Path, model: Path, **changes) -> Path:
+    """A vLLM CPU target on the tiny Llama, lean enough for the real-engine tier; returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"engine": "vllm", "model": str(model),
+            "server_args": ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"],
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+            "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
+            "repeats": 2, **changes}
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(body))
+    return folder
+
+
+def reap_leftovers(home: Path) -> list[int]:
+    """Tear down every server a DAGSTER_HOME's pidfiles name; returns their pids."""
+    left = read_pidfiles(home / "hyperloom" / "pids")
+    for path, record in left:
+        terminate_group(record.pgid, term_wait_s=5.0)
+        path.unlink(missing_ok=True)
+    return [record.pid for _, record in left]
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    """A temporary DAGSTER_HOME with the instance config `make setup` writes (the CLI tiers)."""
+    folder = tmp_path / "dagster_home"
+    write_instance_config(folder)
+    yield folder
+    assert reap_leftovers(folder) == [], "a server outlived the run"
+
+
 @pytest.fixture
 def store(tmp_path) -> ResultStore:
     return ResultStore(url=f"sqlite:///{tmp_path / 'results.db'}")
+
+
+def recorded_stop_reasons(folder: Path) -> set[str]:
+    """Every stop reason a result store under `folder` recorded (the tests' stores and DAGSTER_HOMEs)."""
+    return {row["stop_reason"] for db in folder.rglob("results.db")
+            for row in ResultStore(url=f"sqlite:///{db}").stops()}
+
+
+@pytest.fixture(autouse=True)
+def _marked_stop_reasons_are_recorded(request):
+    marker = request.node.get_closest_marker("stop_reason")
+    if marker is None:
+        yield
+        return
+    folder = request.getfixturevalue("tmp_path")  # asked for here, so it outlives this check
+    yield
+    if not getattr(request.node, "rep_call", None) or not request.node.rep_call.passed:
+        return
+    recorded = recorded_stop_reasons(folder)
+    missing = set(marker.args) - recorded
+    assert not missing, f"marked stop_reason {sorted(missing)} but the run recorded {sorted(recorded)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call":
+        item.rep_call = outcome.get_result()
 
 
 def wait_healthy(process: subprocess.Popen, port: int, log: Path, timeout_s: float = 30.0, path: str = "/health") -> None:

@@ -1,8 +1,9 @@
 """The `baseline` asset: one launch, a discarded warm-up, N repeats, teardown, guards.
 
 Everything that can be checked before a launch is (target file, trace, context length,
-a retry identical to a failed one); the prefix-cache guard reads the engine's own
-launch account before a single request is measured.
+a retry identical to a run that gave up); the prefix-cache guard reads the engine's own
+launch account before a single request is measured. A failed attempt is retried on a
+fresh server, at most three in a row (guards.py says which failures stop at once).
 """
 
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from hyperloom_assets.assets.checks import (
     baseline_converged,
     check_specs,
 )
+from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.identity import server_config_version
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions import guards
@@ -85,13 +87,16 @@ def workload_contract(target: Target) -> WorkloadContract:
                             num_prompts=num_prompts, warmups=default_warmups(workload.concurrency), repeats=target.repeats)
 
 
-def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> int:
-    """Refuse a retry identical to the last failure; return the failures so far."""
+def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> None:
+    """Refuse a run identical (args, env, engine) to the last run, if that run gave up on its baseline."""
     rows = store.baseline_attempts(name)
-    if rows and rows[-1]["outcome"] != "ok" and rows[-1]["fingerprint"] == attempt:
-        raise baseline_failure("baseline_failed", "dropped as a duplicate: identical args, env and engine to the failed "
-                               f"attempt of run {rows[-1]['run_id']} ({rows[-1]['outcome']}); change something first")
-    return guards.consecutive_failures([row["outcome"] for row in rows])
+    if not rows or rows[-1]["outcome"] == "ok" or rows[-1]["fingerprint"] != attempt:
+        return
+    last_run = rows[-1]["run_id"]
+    outcomes = [row["outcome"] for row in rows if row["run_id"] == last_run]
+    if guards.gave_up(outcomes):
+        raise baseline_failure("baseline_failed", "dropped as a duplicate: identical args, env and engine to run "
+                               f"{last_run}, which gave up on its baseline ({', '.join(outcomes)}); change something first")
 
 
 def prefix_cache_guard(target: Target):
@@ -125,10 +130,6 @@ def baseline_metadata(result: BaselineResult) -> dict:
     return metadata
 
 
-def _stop_reason(error: ServerError) -> str:
-    return "baseline_arg_error" if error.error_class == "argv_invalid" else "baseline_failed"
-
-
 def prepare_release(tags, name: str, envs: ReleaseEnvironments, store: ResultStore) -> ReleaseRun | None:
     """For a release-triggered run: the release's environment, built if needed."""
     release = release_from_tags(tags)
@@ -143,31 +144,60 @@ def prepare_release(tags, name: str, envs: ReleaseEnvironments, store: ResultSto
     return ReleaseRun(package=package, version=version, python=python, previous_stack=store.latest_stack(name))
 
 
+class BaselineStop(Exception):
+    """The baseline gave up: the stop reason, the last failure and how many attempts failed."""
+
+    def __init__(self, stop_reason: str, error: ServerError, failures: int):
+        self.stop_reason, self.error, self.failures = stop_reason, error, failures
+        super().__init__(str(error))
+
+
+def attempt_baseline(context, target: Target, spec: ServerSpec, contract: WorkloadContract, host, bench,
+                     store: ResultStore, attempt: str, key: str):
+    """Measure the baseline, retrying a failed attempt on a fresh server until guards say stop."""
+    name, run_id = context.partition_key, context.run.run_id
+    failures = 0
+    while True:
+        folder = step_dir(host, name, run_id, "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}")
+        try:
+            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
+                                       contract=contract, run_dir=folder, run_id=run_id, context_key=key,
+                                       check_launch=prefix_cache_guard(target))
+        except ServerError as exc:
+            # A busy host says nothing about the config, so it is not an attempt of it.
+            if exc.error_class != "preflight":
+                failures += 1
+                store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
+                                              detail=str(exc), run_id=run_id)
+            stop = guards.after_failure(exc.error_class, failures)
+            if stop is None:
+                context.log.warning("baseline attempt %d of %d failed (%s); retrying on a fresh server: %s", failures,
+                                    guards.MAX_CONSECUTIVE_BASELINE_FAILURES, exc.error_class, str(exc).splitlines()[0])
+                continue
+            raise BaselineStop(stop, exc, failures) from exc
+        store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
+        return measured
+
+
 def measure_baseline(context, target: Target, contract: WorkloadContract, host, bench, store: ResultStore,
                      release: ReleaseRun | None) -> BaselineResult:
     name, run_id = context.partition_key, context.run.run_id
     framework_version = release.identity if release else framework_identity(target.engine, target.framework_tree)
     config_version = server_config_version(target)
     attempt = f"{config_version}/{framework_version}"
-    failures = check_not_duplicate(store, name, attempt)
+    check_not_duplicate(store, name, attempt)
     spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env,
                       python=release.python if release else None)
     signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
     key = context_key(name, signature, framework_version, config_version)
     try:
-        measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
-                                   contract=contract, run_dir=step_dir(host, name, run_id, "baseline"),
-                                   run_id=run_id, context_key=key, check_launch=prefix_cache_guard(target))
-    except ServerError as exc:
-        # A busy host says nothing about the config, so it is not an attempt of it.
-        if exc.error_class != "preflight":
-            store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
-                                          detail=str(exc), run_id=run_id)
+        measured = attempt_baseline(context, target, spec, contract, host, bench, store, attempt, key)
+    except BaselineStop as stop:
         if release is not None:
-            ReleaseLedger(store).record(name, release.package, release.version, "failed", str(exc), run_id=run_id)
-        raise baseline_failure(_stop_reason(exc), str(exc), error_class=exc.error_class,
-                               consecutive_failures=failures + 1) from exc
-    store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
+            ReleaseLedger(store).record(name, release.package, release.version, "failed", str(stop.error), run_id=run_id)
+        attempts = f"after {stop.failures} consecutive failed attempt(s): " if stop.failures > 1 else ""
+        raise baseline_failure(stop.stop_reason, attempts + str(stop.error), error_class=stop.error.error_class,
+                               consecutive_failures=stop.failures) from stop.error
     return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
                           contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,
                           framework_version=framework_version, config_version=config_version, context_key=key,
@@ -182,9 +212,10 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
     def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
                  store: ResultStore, envs: ReleaseEnvironments) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
-        contract = workload_contract(target)  # bad input fails before a release env or a server
-        release = prepare_release(context.run.tags, context.partition_key, envs, store)
-        result = measure_baseline(context, target, contract, host, bench, store, release)
+        with recorded_stops(context, store, "baseline"):
+            contract = workload_contract(target)  # bad input fails before a release env or a server
+            release = prepare_release(context.run.tags, context.partition_key, envs, store)
+            result = measure_baseline(context, target, contract, host, bench, store, release)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
         yield dg.Output(result, metadata=baseline_metadata(result))

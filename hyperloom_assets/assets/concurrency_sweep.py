@@ -4,6 +4,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.report.plots import plot_sweep
 from hyperloom_assets.core.report.tables import sweep_table
@@ -36,11 +37,13 @@ def build_sweep_asset(partitions: dg.PartitionsDefinition, pool: str):
         if optimization_stack.keepers:
             configs.append(("stack", stack_spec(target, optimization_stack.keepers, baseline.spec)))
         rows: list[dict] = []
-        for label, spec in configs:
-            folder = step_dir(host, name, context.run.run_id, f"sweep-{label}")
-            results = run_sweep(host=host, bench=bench, store=store, target=name, spec=spec, contract=baseline.contract,
-                                rungs=ladder, run_dir=folder, run_id=context.run.run_id, context_key=baseline.context_key)
-            rows += sweep_rows(label, results)
+        with recorded_stops(context, store, "concurrency_sweep"):
+            for label, spec in configs:
+                folder = step_dir(host, name, context.run.run_id, f"sweep-{label}")
+                results = run_sweep(host=host, bench=bench, store=store, target=name, spec=spec,
+                                    contract=baseline.contract, rungs=ladder, run_dir=folder,
+                                    run_id=context.run.run_id, context_key=baseline.context_key)
+                rows += sweep_rows(label, results)
         if not optimization_stack.keepers:  # the stack is the baseline: same server, same numbers
             rows += [{**row, "config": "stack"} for row in rows]
         plots = plot_sweep(rows, step_dir(host, name, context.run.run_id, "sweep-plots"))

@@ -13,6 +13,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
+from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.decisions.rule import validated_gain
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
@@ -38,6 +39,8 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
     top: Launches = []
     top_argv: list[str] = []
     for pair in range(1, VALIDATION_PAIRS + 1):
+        context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
+                         pair, VALIDATION_PAIRS)
         for label, spec, launches in (("base", base_spec, base), ("stack", top_spec, top)):
             folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
             measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
@@ -46,7 +49,8 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
             launches.append(measured.measurement.repeats_throughputs())
             if label == "stack":
                 top_argv = measured.launch.argv
-            context.log.info("validation pair %d %s: %.1f tok/s", pair, label, measured.measurement.output_throughput)
+            context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, pair, label,
+                             measured.measurement.output_throughput)
     return base, top, top_argv
 
 
@@ -94,11 +98,12 @@ def build_stack_asset(partitions: dg.PartitionsDefinition, pool: str):
                            trials: TrialsResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
         base, top, argv = [], [], []
-        if trials.climb.keepers:
-            base, top, argv = validate_stack(context, target, host, bench, store, baseline, trials.climb.keepers)
-        result = stack_result(target, baseline, trials, base, top, argv)
-        result.release_check = release_check(context, target, host, bench, store, baseline,
-                                             list(trials.climb.evidence.values()))
+        with recorded_stops(context, store, "optimization_stack"):
+            if trials.climb.keepers:
+                base, top, argv = validate_stack(context, target, host, bench, store, baseline, trials.climb.keepers)
+            result = stack_result(target, baseline, trials, base, top, argv)
+            result.release_check = release_check(context, target, host, bench, store, baseline,
+                                                 list(trials.climb.evidence.values()))
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
                            keepers=[k.model_dump(mode="json") for k in result.keepers],
                            result=result.model_dump(mode="json", exclude={"keepers"}))

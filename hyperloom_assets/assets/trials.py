@@ -1,8 +1,10 @@
 """The `trials` asset: the climb, each variant against the running best.
 
 The planner proposes, the climb (pure code) decides, and this asset supplies what acts:
-one launch per measurement through the resources, and the ledger in the result store,
-so a re-executed run replays recorded trials instead of measuring them again.
+one launch per measurement through the resources, each stopped at the overtime limit,
+and the ledger in the result store (whole trials, and each launch of a trial as it
+finishes), so a re-executed or resumed run replays what was measured instead of
+measuring it again.
 """
 
 import time
@@ -12,7 +14,17 @@ from dagster import AssetExecutionContext
 from pydantic import ValidationError
 
 from hyperloom_assets.assets.metadata import table_value
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, TrialRecord, climb, launched_changes
+from hyperloom_assets.assets.stops import record_stop, recorded_stops
+from hyperloom_assets.core.decisions.climb import (
+    OVERTIME,
+    Budget,
+    Look,
+    TrialMeasurement,
+    TrialRecord,
+    climb,
+    launched_changes,
+)
+from hyperloom_assets.core.decisions.rule import overtime_limit_s
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -25,7 +37,7 @@ from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.run_folders import step_dir
-from hyperloom_assets.resources.measure import run_measurement
+from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
 
 
@@ -36,7 +48,8 @@ def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
                store: ResultStore, baseline: BaselineResult, roofline: RooflineResult,
                candidates: list[Variant]) -> dg.Output[TrialsResult]:
         target = catalog.target(context.partition_key)
-        result = run_climb(context, target, host, bench, store, baseline, roofline, candidates)
+        with recorded_stops(context, store, "trials"):
+            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates)
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
@@ -47,10 +60,54 @@ def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
     return trials
 
 
+class StoreLedger:
+    """The climb's ledger in the result store, keyed by the run's context."""
+
+    def __init__(self, context, store: ResultStore, key: str):
+        self.context, self.store, self.key = context, store, key
+
+    def recall(self, fingerprint: str) -> TrialRecord | None:
+        for row in self.store.trials(self.key):
+            if row["fingerprint"] == fingerprint:
+                try:
+                    return TrialRecord.model_validate(row["record"])
+                except ValidationError as exc:  # written by an older hyperloom: measure it again
+                    self.context.log.warning("ledger entry %s is in an older format, measuring again: %s",
+                                             fingerprint, str(exc).splitlines()[0])
+        return None
+
+    def remember(self, record: TrialRecord) -> None:
+        self.store.record_trial(context_key=self.key, target=self.context.partition_key,
+                                fingerprint=record.fingerprint, variant=record.variant.model_dump(mode="json"),
+                                outcome=record.outcome, record=record.model_dump(mode="json"),
+                                measurement_id=record.measurement_ids[-1] if record.measurement_ids else None,
+                                run_id=self.context.run.run_id)
+
+    def recall_looks(self, fingerprint: str) -> list[Look]:
+        looks = []
+        for row in self.store.looks(self.key, fingerprint):
+            try:
+                looks.append(Look.model_validate(row["record"]))
+            except ValidationError:  # an older format: that launch is measured again
+                continue
+        return looks
+
+    def remember_look(self, look: Look) -> None:
+        self.store.record_look(context_key=self.key, fingerprint=look.trial, look=look.index,
+                               record=look.model_dump(mode="json"), run_id=self.context.run.run_id)
+
+
+def _look_text(look: Look) -> str:
+    m = look.measurement
+    if m.error_class is not None:
+        return f"{m.error_class}: {(m.error or '').splitlines()[0][:200] if m.error else ''}"
+    return f"{sum(m.throughputs) / len(m.throughputs):.1f} output tok/s over {len(m.throughputs)} repeat(s)"
+
+
 def run_climb(context, target, host, bench, store, baseline: BaselineResult, roofline: RooflineResult,
               first_plan: list[Variant]) -> TrialsResult:
-    name = context.partition_key
-    key = baseline.context_key
+    name, key = context.partition_key, baseline.context_key
+    limit = overtime_limit_s(baseline.measuring_s)
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
@@ -58,7 +115,8 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
-        # variant None: the running best launched again beside a variant under review
+        # variant None: the running best launched again beside a variant under review, or
+        # the new stack's rebench after a KEEP
         changes = launched_changes(keepers, variant)
         spec = stack_spec(target, changes, baseline.spec)
         fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
@@ -67,39 +125,34 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
-                                       context_key=key, fingerprint=fingerprint)
+                                       context_key=key, fingerprint=fingerprint, overtime_s=limit)
         except ServerError as exc:
             return TrialMeasurement(error_class=exc.error_class, error=str(exc), argv=exc.argv, env=spec.env)
+        except MeasurementOvertime as exc:
+            return TrialMeasurement(error_class=OVERTIME, error=str(exc), measuring_s=exc.measuring_s,
+                                    argv=exc.argv, env=spec.env)
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,
                                 measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env)
 
-    def recall(fingerprint: str) -> TrialRecord | None:
-        for row in store.trials(key):
-            if row["fingerprint"] == fingerprint:
-                try:
-                    return TrialRecord.model_validate(row["record"])
-                except ValidationError as exc:  # written by an older hyperloom: measure it again
-                    context.log.warning("ledger entry %s is in an older format, measuring again: %s",
-                                        fingerprint, str(exc).splitlines()[0])
-        return None
-
-    def remember(record: TrialRecord) -> None:
-        store.record_trial(context_key=key, target=name, fingerprint=record.fingerprint,
-                           variant=record.variant.model_dump(mode="json"), outcome=record.outcome,
-                           record=record.model_dump(mode="json"),
-                           measurement_id=record.measurement_ids[-1] if record.measurement_ids else None,
-                           run_id=context.run.run_id)
+    def on_look(index: int, variant_name: str, look: Look, replayed: bool) -> None:
+        context.log.info("trial %d %s: launch %d (%s) %s%s", index, variant_name, look.index, look.role,
+                         _look_text(look), ", replayed from the ledger" if replayed else "")
 
     def on_trial(record: TrialRecord) -> None:
-        context.log.info("trial %d %s: %s (%s)", record.index, record.name, record.outcome, record.decision.reason)
+        context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
+                         ", replayed from the ledger" if record.replayed else "")
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
             "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
             "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
         }))
 
+    ledger = StoreLedger(context, store, key)
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   recall, remember, on_trial)
+                   ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
+                   remember_look=ledger.remember_look, on_look=on_look)
+    record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
+                f"running gain {result.best_gain_pct():+.2f}%")
     return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key)

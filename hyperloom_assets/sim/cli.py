@@ -68,6 +68,11 @@ def serve_main(argv: list[str]) -> int:
     args, flavor = _parse(argv, "hyperloom sim-serve", serving=True)
     from hyperloom_assets.sim.build import build_engine
     from hyperloom_assets.sim.launch_record import launch_record, log_line
+    from hyperloom_assets.sim.launch_script import LaunchOffset, take_entry
+
+    scripted = take_entry()  # a test's scripted launch (launch_script.py); plain otherwise
+    if scripted.crash:
+        return _fail("RuntimeError: this launch was scripted to crash at startup")
 
     gpu = gpu_spec(args.gpu)
     config = resolve_config(args, flavor, gpu.memory_gb)
@@ -82,6 +87,7 @@ def serve_main(argv: list[str]) -> int:
                               record_steps=False)
     except SimConfigError as exc:
         return _fail(f"ValueError: {exc}")
+    engine.noise = LaunchOffset(engine.noise, scripted.speed)
     print(log_line(config, f"GPU KV cache size: {engine.kv_tokens:,} tokens", "kv_cache_utils.py:1"), flush=True)
     print(log_line(config, f"Maximum concurrency for {engine.max_model_len:,} tokens per request: "
                            f"{engine.kv_tokens / engine.max_model_len:.2f}x", "kv_cache_utils.py:2"), flush=True)

@@ -10,15 +10,18 @@ from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.resources.bench.runner import (
     BenchInputError,
+    BenchOvertime,
     BenchRunError,
+    ProgressFn,
+    RoundProgress,
     measure,
     measure_async,
     model_max_len,
     model_vocab_size,
 )
 
-__all__ = ["BenchmarkClient", "BenchInputError", "BenchRunError", "measure", "measure_async",
-           "model_max_len", "model_vocab_size"]
+__all__ = ["BenchmarkClient", "BenchInputError", "BenchOvertime", "BenchRunError", "ProgressFn", "RoundProgress",
+           "measure", "measure_async", "model_max_len", "model_vocab_size"]
 
 
 class BenchmarkClient(ConfigurableResource):
@@ -26,6 +29,9 @@ class BenchmarkClient(ConfigurableResource):
 
     def measure(self, base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int,
                 warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
-                max_model_len: int | None = None) -> Measurement:
+                max_model_len: int | None = None, timeout_s: float | None = None,
+                progress: ProgressFn | None = None) -> Measurement:
+        """`timeout_s` bounds the whole measurement (BenchOvertime past it); `progress` follows each round."""
         return measure(base_url, served_model, workload, vocab_size, repeats=repeats, warmups=warmups,
-                       num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len)
+                       num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len,
+                       timeout_s=timeout_s, progress=progress)

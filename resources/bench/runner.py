@@ -2,7 +2,9 @@
 
 No Dagster here, so `hyperloom bench` starts fast; resources/bench/client.py wraps this
 in a ConfigurableResource. Everything wrong with the input (a bad trace, a prompt that
-cannot fit the server) is raised before the first request is sent.
+cannot fit the server) is raised before the first request is sent. A caller may bound
+the whole measurement (`timeout_s`: the round in flight is cancelled and BenchOvertime
+raised) and follow it (`progress`: each finished round, and a heartbeat while one runs).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import concurrent.futures
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from hyperloom_assets.core.config.targets import Workload
-from hyperloom_assets.core.measurement.measurement import Measurement, RequestRecord
+from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,
@@ -32,6 +35,7 @@ from hyperloom_assets.core.measurement.workloads import (
     theoretical_prefix_hit_pct,
     warmup_plan,
 )
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.monitor import ClientLoad, LoadMonitor
 from hyperloom_assets.resources.bench.stream import (
@@ -40,6 +44,7 @@ from hyperloom_assets.resources.bench.stream import (
     open_session,
     send_request,
 )
+from hyperloom_assets.resources.hosts.process_group import signals_deferred
 
 
 class BenchInputError(ValueError):
@@ -48,6 +53,28 @@ class BenchInputError(ValueError):
 
 class BenchRunError(RuntimeError):
     """A round in which no request succeeded: the server or the model name is wrong."""
+
+
+class BenchOvertime(RuntimeError):
+    """The measurement ran past its time limit; the round in flight was cancelled."""
+
+    def __init__(self, elapsed_s: float, limit_s: float):
+        self.elapsed_s, self.limit_s = elapsed_s, limit_s
+        super().__init__(f"measuring passed its limit of {limit_s:.1f} s; stopped after {elapsed_s:.1f} s")
+
+
+class RoundProgress(Strict):
+    """A round under way (metrics None: a heartbeat) or finished (its metrics)."""
+
+    label: str  # "warm-up", "repeat-1", ...
+    done: int  # requests finished so far
+    total: int
+    elapsed_s: float
+    metrics: RepeatMetrics | None = None
+
+
+ProgressFn = Callable[[RoundProgress], None]
+HEARTBEAT_S = 30.0  # a round longer than this reports its progress at this interval
 
 
 def model_vocab_size(model_dir: Path) -> int:
@@ -78,12 +105,21 @@ def check_plans(plans: list[Plan], max_model_len: int | None) -> None:
                                   f"more than the server's max model length {max_model_len}")
 
 
+async def _heartbeat(label: str, records: list[RequestRecord], total: int, started: float,
+                     progress: ProgressFn) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        progress(RoundProgress(label=label, done=len(records), total=total, elapsed_s=time.perf_counter() - started))
+
+
 async def run_round(session: aiohttp.ClientSession, url: str, model: str, plan: Plan,
-                    concurrency: int, request_rate: float | None, arrival_seed: int) -> tuple[list[RequestRecord], float, ClientLoad]:
+                    concurrency: int, request_rate: float | None, arrival_seed: int, label: str = "round",
+                    progress: ProgressFn | None = None) -> tuple[list[RequestRecord], float, ClientLoad]:
     """Sessions concurrently up to `concurrency`; a session's turns in order after think_ms."""
     slots = asyncio.Semaphore(concurrency)
     records: list[RequestRecord] = []
     monitor = LoadMonitor()
+    total = sum(len(turns) for turns in plan)
 
     async def run_session(turns: list[PlannedRequest]) -> None:
         async with slots:
@@ -95,12 +131,17 @@ async def run_round(session: aiohttp.ClientSession, url: str, model: str, plan: 
     arrivals = random.Random(arrival_seed)
     monitor.start()
     round_start = time.perf_counter()
+    beat = asyncio.create_task(_heartbeat(label, records, total, round_start, progress)) if progress else None
     tasks = []
-    for turns in plan:
-        if request_rate:
-            await asyncio.sleep(arrivals.expovariate(request_rate))
-        tasks.append(asyncio.create_task(run_session(turns)))
-    await asyncio.gather(*tasks)
+    try:
+        for turns in plan:
+            if request_rate:
+                await asyncio.sleep(arrivals.expovariate(request_rate))
+            tasks.append(asyncio.create_task(run_session(turns)))
+        await asyncio.gather(*tasks)
+    finally:  # cancelled at a time limit: no request or ticker outlives the round
+        for task in [*tasks, *([beat] if beat else [])]:
+            task.cancel()
     duration = time.perf_counter() - round_start
     load = await monitor.stop()
     records.sort(key=lambda r: r.start_s)
@@ -121,8 +162,9 @@ def _first_error(records: list[RequestRecord]) -> str:
 async def measure_async(base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int = 1,
                         warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
                         max_model_len: int | None = None,
-                        sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S) -> Measurement:
-    """Warm up (discarded), then `repeats` measured rounds on the hot server."""
+                        sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S, timeout_s: float | None = None,
+                        progress: ProgressFn | None = None) -> Measurement:
+    """Warm up (discarded), then `repeats` measured rounds on the hot server, within `timeout_s`."""
     if repeats < 1:
         raise BenchInputError(f"repeats must be at least 1, got {repeats}")
     check_vocab(vocab_size)
@@ -130,24 +172,15 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     plans = [round_plan(workload, f"repeat-{i + 1}", vocab_size, num_prompts) for i in range(repeats)]
     warm = warmup_plan(workload, vocab_size, warm_count)
     check_plans(plans + [warm], max_model_len)
-    slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
-    url = completions_url(base_url)
-    rounds, loads = [], []
-    async with open_session(sock_read_timeout_s) as session:
-        if warm:
-            records, _, _ = await run_round(session, url, served_model, warm, workload.concurrency, None, 0)
-            _write_records(records_dir, "warmup", records)
-            if not any(r.ok for r in records):
-                raise BenchRunError(f"every warm-up request failed against {url}: {_first_error(records)}")
-        for index, plan in enumerate(plans, start=1):
-            records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
-                                                      workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"))
-            _write_records(records_dir, f"repeat-{index}", records)
-            metrics = repeat_metrics(records, duration, slo)
-            if metrics.completed == 0:
-                raise BenchRunError(f"every request of repeat {index} failed against {url}: {_first_error(records)}")
-            rounds.append(metrics)
-            loads.append(load)
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout_s):
+            rounds, loads = await _rounds(base_url, served_model, workload, warm, plans, records_dir,
+                                          sock_read_timeout_s, progress)
+    except TimeoutError as exc:
+        if timeout_s is None or time.monotonic() - started < timeout_s:
+            raise
+        raise BenchOvertime(time.monotonic() - started, timeout_s) from exc
     if records_dir is not None:
         (records_dir / "client-load.json").write_text(json.dumps([load.model_dump() for load in loads], indent=1))
     return summarize(
@@ -159,6 +192,41 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     )
 
 
+async def _rounds(base_url: str, served_model: str, workload: Workload, warm: Plan, plans: list[Plan],
+                  records_dir: Path | None, sock_read_timeout_s: float,
+                  progress: ProgressFn | None) -> tuple[list[RepeatMetrics], list[ClientLoad]]:
+    slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
+    url = completions_url(base_url)
+    rounds, loads = [], []
+    async with open_session(sock_read_timeout_s) as session:
+        if warm:
+            records, duration, _ = await run_round(session, url, served_model, warm, workload.concurrency, None, 0,
+                                                   "warm-up", progress)
+            _write_records(records_dir, "warmup", records)
+            if not any(r.ok for r in records):
+                raise BenchRunError(f"every warm-up request failed against {url}: {_first_error(records)}")
+            _report(progress, "warm-up", records, duration, repeat_metrics(records, duration, slo))
+        for index, plan in enumerate(plans, start=1):
+            label = f"repeat-{index}"
+            records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
+                                                      workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"),
+                                                      label, progress)
+            _write_records(records_dir, label, records)
+            metrics = repeat_metrics(records, duration, slo)
+            if metrics.completed == 0:
+                raise BenchRunError(f"every request of repeat {index} failed against {url}: {_first_error(records)}")
+            _report(progress, label, records, duration, metrics)
+            rounds.append(metrics)
+            loads.append(load)
+    return rounds, loads
+
+
+def _report(progress: ProgressFn | None, label: str, records: list[RequestRecord], duration: float,
+            metrics: RepeatMetrics) -> None:
+    if progress is not None:
+        progress(RoundProgress(label=label, done=len(records), total=len(records), elapsed_s=duration, metrics=metrics))
+
+
 def _new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop  # a faster loop when installed (vLLM pulls it in); plain asyncio otherwise
@@ -168,16 +236,24 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 
 def _run(coro: Any) -> Any:
+    """Run a measurement on a loop of its own. A SIGINT or SIGTERM meanwhile (a cancelled run)
+    cancels it and is delivered again once the loop has stopped: an exception that a signal
+    handler raises inside uvloop's loop is logged and dropped, so the cancel would be lost."""
     with asyncio.Runner(loop_factory=_new_loop) as runner:
-        return runner.run(coro)
+        loop = runner.get_loop()
+        task = loop.create_task(coro)
+        with signals_deferred(on_signal=lambda _signum: loop.call_soon_threadsafe(task.cancel)):
+            return loop.run_until_complete(task)
 
 
 def measure(base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int = 1,
             warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
-            max_model_len: int | None = None) -> Measurement:
+            max_model_len: int | None = None, timeout_s: float | None = None,
+            progress: ProgressFn | None = None) -> Measurement:
     """The synchronous face of measure_async, safe to call from inside a running loop."""
     coro = measure_async(base_url, served_model, workload, vocab_size, repeats=repeats, warmups=warmups,
-                         num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len)
+                         num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len,
+                         timeout_s=timeout_s, progress=progress)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -2,14 +2,16 @@
 
 `LocalHost.serve(spec, run_dir)` is the measurement protocol's launch half (DESIGN.md,
 steps 1-3 and 5-6): reap orphans, preflight, launch in a process group, wait for
-`/health`, read the launch evidence, and tear down on every exit path. Whatever goes
-wrong before the server is ready surfaces as a ServerError after the teardown.
+`/health`, read the launch evidence, and tear down on every exit path, a cancel
+included (signals are held while the teardown runs). Whatever goes wrong before the
+server is ready surfaces as a ServerError after the teardown. When a run starts, the
+host records its worker process and releases the runs whose worker died
+(run_workers.py), so a killed run never holds the host's pool slot.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
@@ -33,12 +36,20 @@ from hyperloom_assets.resources.hosts.preflight import (
     port_free,
     read_gpu_memory,
 )
-from hyperloom_assets.resources.hosts.process_group import ServerProcess, launch, reap_orphans, teardown
+from hyperloom_assets.resources.hosts.process_group import (
+    ServerProcess,
+    launch,
+    reap_orphans,
+    signals_deferred,
+    teardown,
+)
+from hyperloom_assets.resources.hosts.run_workers import CancelWatch, dead_workers, record_worker
 
-log = logging.getLogger(__name__)
+log = dg.get_dagster_logger("hyperloom.host")
 
 LOG_TAIL_LINES = 40
 HEALTH_POLL_S = 0.5
+STILL_STARTING_LOG_S = 30.0  # a slow start says so at this interval, so a run is never silent for long
 SERVE_HOST = "127.0.0.1"
 
 
@@ -76,12 +87,58 @@ class LocalHost(dg.ConfigurableResource):
     state_dir: str | None = None  # default: $DAGSTER_HOME/hyperloom, else ./.cache/hyperloom
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
+    _worker_file: Path | None = PrivateAttr(default=None)
+    _cancel_watch: CancelWatch | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        if context.instance is None or context.run is None:
+            return
+        self.release_dead_runs(context.instance, context.run.run_id)
+        self.reap()
+        self._worker_file = record_worker(self.workers_dir(), context.run.run_id)
+        self._cancel_watch = CancelWatch(context.instance, context.run.run_id).start()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._cancel_watch is not None:
+            self._cancel_watch.stop()
+        if self._worker_file is not None:
+            self._worker_file.unlink(missing_ok=True)
 
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else default_state_dir()
 
     def pid_dir(self) -> Path:
         return self.state_path() / "pids"
+
+    def workers_dir(self) -> Path:
+        return self.state_path() / "workers"
+
+    def reap(self) -> None:
+        """Tear down servers left by earlier runs whose launcher is gone (this tool's pidfiles only)."""
+        report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
+        if report.reaped or report.survivors:
+            log.warning("reaped orphan servers %s of earlier runs on host %r; survivors %s",
+                        report.reaped, self.name, report.survivors)
+
+    def release_dead_runs(self, instance: dg.DagsterInstance, current_run_id: str) -> list[str]:
+        """Mark runs whose worker died failed (canceled if they were being terminated) and free
+        the pool slots they held; returns their run ids."""
+        released = []
+        for path, worker in dead_workers(self.workers_dir()):
+            run = instance.get_run_by_id(worker.run_id) if worker.run_id != current_run_id else None
+            if run is not None and not run.is_finished:
+                message = (f"the run worker of run {worker.run_id} (pid {worker.pid}) is gone; marked by run "
+                           f"{current_run_id} on host {self.name!r}, which frees its pool slot")
+                log.warning(message)
+                if run.status == dg.DagsterRunStatus.CANCELING:
+                    instance.report_run_canceled(run, message)
+                else:
+                    instance.report_run_failed(run, message)
+            if run is not None and instance.event_log_storage.supports_global_concurrency_limits:
+                instance.event_log_storage.free_concurrency_slots_for_run(worker.run_id)
+                released.append(worker.run_id)
+            path.unlink(missing_ok=True)
+        return released
 
     def pool(self) -> str:
         return pool_name(self.name)
@@ -118,12 +175,11 @@ class LocalHost(dg.ConfigurableResource):
             raise ServerError("preflight", f"host {self.name!r} is not free: " + "; ".join(problems))
 
     @contextmanager
-    def serve(self, spec: ServerSpec, run_dir: Path) -> Iterator[LaunchRecord]:
+    def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
+        """A ready server for `spec`, torn down when the block ends; `label` names it in the log."""
         engine = engine_for(spec.engine)
         python = self.python_executable(spec)
-        report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
-        if report.reaped or report.survivors:
-            log.warning("reaped orphan servers %s; survivors %s", report.reaped, report.survivors)
+        self.reap()
         port = allocate_port(SERVE_HOST)
         self.preflight(port)
         installed = installed_in(engine, python)
@@ -137,10 +193,14 @@ class LocalHost(dg.ConfigurableResource):
         except OSError as error:
             raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
         started = time.monotonic()
+        name = label or spec.engine
         try:
             timeout_s = spec.startup_timeout_s or engine.startup.timeout_s(env)
-            _wait_ready(server, engine, f"http://{SERVE_HOST}:{port}", log_path, timeout_s, argv)
+            log.info("%s: starting %s server (pid %d, port %d); ready within %.0f s or it fails",
+                     name, spec.engine, server.popen.pid, port, timeout_s)
+            _wait_ready(server, engine, f"http://{SERVE_HOST}:{port}", log_path, timeout_s, argv, name)
             ready_s = time.monotonic() - started
+            log.info("%s: server ready in %.1f s", name, ready_s)
             log_text = log_path.read_text(errors="replace")
             yield LaunchRecord(
                 argv=argv, env=dict(spec.env), base_url=f"http://{SERVE_HOST}:{port}",
@@ -148,10 +208,12 @@ class LocalHost(dg.ConfigurableResource):
                 ready_s=ready_s, evidence=engine.parse_evidence(log_text), engine_version=identity(engine, installed),
             )
         finally:
-            self._teardown(server, run_dir)
+            with signals_deferred():
+                self._teardown(server, run_dir)
 
     def _teardown(self, server: ServerProcess, run_dir: Path) -> None:
         result = teardown(server, term_wait_s=self.teardown_term_wait_s)
+        log.debug("server pid %d torn down in %.1f s", server.record.pid, result.elapsed_s)
         summary = {"pgid": server.record.pgid, "teardown_s": round(result.elapsed_s, 3),
                    "signalled": result.signalled, "killed": result.killed, "survivors": result.survivors}
         try:
@@ -191,8 +253,10 @@ def _startup_failure(log_text: str, engine: EngineSpec, exited: bool) -> tuple[s
 
 
 def _wait_ready(server: ServerProcess, engine: EngineSpec, base_url: str, log_path: Path,
-                timeout_s: float, argv: list[str]) -> None:
-    deadline = time.monotonic() + timeout_s
+                timeout_s: float, argv: list[str], name: str) -> None:
+    started = time.monotonic()
+    deadline = started + timeout_s
+    next_note = started + STILL_STARTING_LOG_S
     while True:
         exit_code = server.popen.poll()
         if exit_code is None and _health_ok(base_url, engine.health_path):
@@ -204,6 +268,10 @@ def _wait_ready(server: ServerProcess, engine: EngineSpec, base_url: str, log_pa
             if exit_code is not None:
                 message += f" (exit code {exit_code})"
             raise ServerError(error_class, message, log_tail(log_path), argv)
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise ServerError("timeout", f"not ready within {timeout_s:.0f} s", log_tail(log_path), argv)
+        if now >= next_note:
+            log.info("%s: server still starting after %.0f s", name, now - started)
+            next_note = now + STILL_STARTING_LOG_S
         time.sleep(HEALTH_POLL_S)

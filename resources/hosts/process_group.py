@@ -15,7 +15,10 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -90,12 +93,7 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
             stdout=log_file, stderr=subprocess.STDOUT, env=dict(env),
         )
     me = psutil.Process()
-    try:
-        child = psutil.Process(popen.pid)
-        cmdline, create_time = child.cmdline(), child.create_time()
-    except psutil.NoSuchProcess:
-        # Exited already (Popen returns after exec): teardown finds nothing to do.
-        cmdline, create_time = list(argv), time.time()
+    cmdline, create_time = _exec_identity(popen.pid, argv)
     record = PidRecord(
         pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
@@ -103,6 +101,30 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
     pidfile = _pidfile(pid_dir, popen.pid)
     _write_pidfile(pidfile, record)
     return ServerProcess(popen=popen, record=record, pidfile=pidfile)
+
+
+EXEC_SETTLE_S = 2.0
+
+
+def _exec_identity(pid: int, argv: list[str]) -> tuple[list[str], float]:
+    """The child's cmdline and creation time once its exec has landed.
+
+    Popen can return while the child is still inside exec, when /proc shows an empty
+    cmdline; a pidfile with that cmdline never matches the live server, so the reaper
+    would take it for a reused pid and leave an orphan running.
+    """
+    deadline = time.monotonic() + EXEC_SETTLE_S
+    while True:
+        try:
+            child = psutil.Process(pid)
+            cmdline, create_time = child.cmdline(), child.create_time()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return list(argv), time.time()  # exited already: teardown finds nothing to do
+        if cmdline == list(argv) or (cmdline and time.monotonic() >= deadline):
+            return cmdline, create_time
+        if time.monotonic() >= deadline:
+            return list(argv), create_time
+        time.sleep(0.01)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -205,12 +227,50 @@ def _matches(record: PidRecord) -> psutil.Process | None:
         return None
 
 
-def _owner_alive(record: PidRecord) -> bool:
+def process_alive(pid: int, create_time: float) -> bool:
+    """Is the process that had this pid and creation time still running (never a reused pid)?"""
     try:
-        owner = psutil.Process(record.owner_pid)
-        return _alive(owner) and abs(owner.create_time() - record.owner_create_time) <= _CREATE_TIME_SLACK_S
+        proc = psutil.Process(pid)
+        return _alive(proc) and abs(proc.create_time() - create_time) <= _CREATE_TIME_SLACK_S
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def _owner_alive(record: PidRecord) -> bool:
+    return process_alive(record.owner_pid, record.owner_create_time)
+
+
+@contextmanager
+def signals_deferred(on_signal: Callable[[int], None] | None = None) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block is done, then deliver the first one.
+
+    A cancelled run is sent its signal again and again (Dagster raises an interrupt for
+    each), and a teardown cut short would leave a server behind. Teardown is bounded
+    (TERM wait plus KILL wait), so holding signals for it delays a cancel by seconds.
+    `on_signal` is told at once, so a block that can stop early (a measuring round) does.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(received: int, _frame) -> None:  # noqa: ANN001 - a signal frame
+        held.append(received)
+        if on_signal is not None:
+            on_signal(received)
+
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in previous.items():
+        if handler is not None:
+            signal.signal(signum, hold)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def read_pidfiles(pid_dir: Path) -> list[tuple[Path, PidRecord]]:

@@ -2,7 +2,10 @@
 
 SQLAlchemy Core over any URL; the default is a SQLite file under `DAGSTER_HOME`, so the
 store lives beside Dagster's own state and survives re-execution. The trial ledger is
-keyed by (context, fingerprint): within a context nothing is measured twice.
+keyed by (context, fingerprint): within a context nothing is measured twice. The looks
+table holds each finished launch of a trial still in progress, so a run killed
+mid-trial resumes it; recording the finished trial drops them in the same transaction.
+Every run's stop reason lands in `stops`, whichever way it stopped.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ MEASUREMENTS = sa.Table(
     "measurements", METADATA,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("target", sa.String, nullable=False, index=True),
-    sa.Column("kind", sa.String, nullable=False),  # baseline | trial | best_relaunch | validation | sweep | release
+    # baseline | trial | best_relaunch (the running best again, or a keeper's stack rebench) | validation | sweep | ...
+    sa.Column("kind", sa.String, nullable=False),
     sa.Column("context_key", sa.String, index=True),
     sa.Column("fingerprint", sa.String),
     sa.Column("run_id", sa.String),
@@ -50,6 +54,28 @@ TRIALS = sa.Table(
     sa.Column("measurement_id", sa.Integer),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("context_key", "fingerprint", name="one_trial_per_context"),
+)
+
+LOOKS = sa.Table(
+    "looks", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("context_key", sa.String, nullable=False, index=True),
+    sa.Column("fingerprint", sa.String, nullable=False),  # the trial's
+    sa.Column("look", sa.Integer, nullable=False),  # 1, 2, ... within the trial
+    sa.Column("run_id", sa.String),
+    sa.Column("record", sa.Text, nullable=False),  # JSON Look
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("context_key", "fingerprint", "look", name="one_look_per_index"),
+)
+
+STOPS = sa.Table(
+    "stops", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String, nullable=False, index=True),
+    sa.Column("run_id", sa.String),
+    sa.Column("stop_reason", sa.String, nullable=False),  # a StopReason value
+    sa.Column("detail", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 BASELINE_ATTEMPTS = sa.Table(
@@ -125,11 +151,41 @@ class ResultStore(dg.ConfigurableResource):
         with self.engine().begin() as conn:
             conn.execute(TRIALS.delete().where(TRIALS.c.context_key == context_key, TRIALS.c.fingerprint == fingerprint))
             conn.execute(TRIALS.insert().values(**row))
+            conn.execute(LOOKS.delete().where(LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint))
 
     def trials(self, context_key: str) -> list[dict[str, Any]]:
         query = sa.select(TRIALS).where(TRIALS.c.context_key == context_key).order_by(TRIALS.c.id)
         with self.engine().connect() as conn:
             return [_decode(dict(row._mapping), ("variant", "record")) for row in conn.execute(query)]
+
+    def record_look(self, *, context_key: str, fingerprint: str, look: int, record: dict,
+                    run_id: str | None) -> None:
+        row = dict(context_key=context_key, fingerprint=fingerprint, look=look, run_id=run_id,
+                   record=json.dumps(record), created_at=_now())
+        where = (LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint, LOOKS.c.look == look)
+        with self.engine().begin() as conn:
+            conn.execute(LOOKS.delete().where(*where))
+            conn.execute(LOOKS.insert().values(**row))
+
+    def looks(self, context_key: str, fingerprint: str | None = None) -> list[dict[str, Any]]:
+        """Recorded launches of unfinished trials, in order; of one trial when `fingerprint` is given."""
+        query = sa.select(LOOKS).where(LOOKS.c.context_key == context_key).order_by(LOOKS.c.fingerprint, LOOKS.c.look)
+        if fingerprint is not None:
+            query = query.where(LOOKS.c.fingerprint == fingerprint)
+        with self.engine().connect() as conn:
+            return [_decode(dict(row._mapping), ("record",)) for row in conn.execute(query)]
+
+    def record_stop(self, *, target: str, stop_reason: str, detail: str = "", run_id: str | None = None) -> None:
+        row = dict(target=target, run_id=run_id, stop_reason=stop_reason, detail=detail, created_at=_now())
+        with self.engine().begin() as conn:
+            conn.execute(STOPS.insert().values(**row))
+
+    def stops(self, target: str | None = None) -> list[dict[str, Any]]:
+        query = sa.select(STOPS).order_by(STOPS.c.id)
+        if target is not None:
+            query = query.where(STOPS.c.target == target)
+        with self.engine().connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
 
     def record_baseline_attempt(self, *, target: str, fingerprint: str, outcome: str, detail: str = "",
                                 run_id: str | None = None) -> None:

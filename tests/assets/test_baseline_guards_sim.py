@@ -46,6 +46,7 @@ def instance():
         yield instance
 
 
+@pytest.mark.stop_reason("baseline_failed")
 @pytest.mark.parametrize("flavor_args, cache_off", [
     ([], ["--no-enable-prefix-caching"]),
     (["--flavor", "sglang"], ["--disable-radix-cache"]),
@@ -60,6 +61,7 @@ def test_agentic_baseline_with_cache_off_is_refused(tmp_path, host, store, insta
     assert "sim" in text
     assert not materialized(instance, "baseline"), "a refused baseline is never materialized"
     assert not materialized(instance, "roofline")
+    assert len(store.baseline_attempts("agent")) == 1, "a refusal stops at once: no retry on a fresh server"
 
 
 def test_agentic_baseline_with_cache_on_reports_its_prefix_hit(tmp_path, host, store, instance) -> None:
@@ -70,6 +72,7 @@ def test_agentic_baseline_with_cache_on_reports_its_prefix_hit(tmp_path, host, s
     assert 40 < metadata["theoretical_prefix_hit_pct"].value < 100
 
 
+@pytest.mark.stop_reason("baseline_arg_error")
 def test_argv_error_stops_at_once_and_an_identical_retry_is_dropped(tmp_path, host, store, instance) -> None:
     target(tmp_path / "t", "bad", FAST + ["--no-such-flag", "1"], {"kind": "random", "isl": 64, "osl": 16, "concurrency": 2})
     first = run_baseline(tmp_path / "t", "bad", host, store, instance)
@@ -77,7 +80,7 @@ def test_argv_error_stops_at_once_and_an_identical_retry_is_dropped(tmp_path, ho
     assert "baseline_arg_error" in text and "unrecognized arguments" in text
     second = run_baseline(tmp_path / "t", "bad", host, store, instance)
     assert "dropped as a duplicate" in failure_text(second)
-    assert len(store.baseline_attempts("bad")) == 1, "the duplicate was not launched"
+    assert len(store.baseline_attempts("bad")) == 1, "stopped at once, and the duplicate was not launched"
 
 
 def test_a_prompt_longer_than_the_context_fails_before_any_launch(tmp_path, host, store, instance) -> None:

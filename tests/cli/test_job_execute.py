@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from tests.assets.test_checks_sim import CHECKS
 from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_metadata, write_target
+from tests.conftest import write_tiny_target
 
 pytestmark = pytest.mark.cli
 
@@ -38,6 +40,14 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
     done = execute("optimize_job", "sim-cli", home, targets, timeout_s=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "RUN_SUCCESS" in done.stderr
+    # Progress at INFO on stderr: servers and their ready time, rounds, each launch of a
+    # trial, each validation pair, each rung of the sweep, the stop reason.
+    for progress in (r"baseline: server ready in \d+\.\d s", r"baseline: repeat-1 [\d.]+ output tok/s",
+                     r"trial 1 [^\n]*: launch 1 \(variant\) [\d.]+ output tok/s",
+                     r"validate pair 1 stack: [\d.]+ output tok/s",
+                     r"sweep-baseline rung 1 of 2 \(concurrency 4\): [\d.]+ output tok/s",
+                     r"stop reason: (budget_exhausted|target_reached|no_more_candidates)"):
+        assert re.search(r" - INFO - [^\n]*" + progress, done.stderr), f"no INFO line matching {progress!r}"
     report = stored_metadata(home, "final_report", "sim-cli")
     assert Path(report["report_path"]).is_file()
     assert report["final_output_throughput"] > report["baseline_output_throughput"]
@@ -50,13 +60,7 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
 
 @pytest.mark.real_engine
 def test_baseline_job_on_vllm_cpu(tmp_path, home, tiny_model) -> None:
-    targets = tmp_path / "targets"
-    write_target(targets, "tiny", {
-        "engine": "vllm", "model": str(tiny_model),
-        "server_args": ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"],
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16},
-        "repeats": 2})
+    targets = write_tiny_target(tmp_path / "targets", tiny_model)
     done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "RUN_SUCCESS" in done.stderr

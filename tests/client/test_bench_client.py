@@ -1,6 +1,10 @@
 """The benchmark client against a real streaming HTTP server (the echo server)."""
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -8,7 +12,14 @@ import pytest
 from hyperloom_assets.core.config.targets import Slo, Workload
 from hyperloom_assets.core.measurement.measurement import RequestRecord
 from hyperloom_assets.core.measurement.workloads import build_plan, theoretical_prefix_hit_pct
-from hyperloom_assets.resources.bench.client import BenchInputError, BenchmarkClient, BenchRunError, measure
+from hyperloom_assets.resources.bench import runner
+from hyperloom_assets.resources.bench.client import (
+    BenchInputError,
+    BenchmarkClient,
+    BenchOvertime,
+    BenchRunError,
+    measure,
+)
 from hyperloom_assets.resources.bench.runner import round_seed
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"
@@ -163,3 +174,51 @@ def test_slo_goodput_and_resource_delegation(echo_server):
     workload = Workload(kind="random", isl=8, osl=4, concurrency=2, num_prompts=4, slo=Slo(ttft_ms=5))
     m = BenchmarkClient().measure(url, "echo", workload, 100, repeats=1, warmups=0)
     assert m.goodput == 0.0  # every TTFT is over 30 ms, the SLO asks 5
+
+
+def test_a_measurement_past_its_time_limit_is_cancelled_mid_round(echo_server):
+    # 200 tokens at 50 ms each, one request at a time: the round would take 20 s; the
+    # limit stops it at 0.5 s (the bounds leave room for a loaded machine).
+    url = echo_server("--token-delay-ms", "50")
+    workload = Workload(kind="random", isl=8, osl=200, concurrency=1, num_prompts=2)
+    started = time.monotonic()
+    with pytest.raises(BenchOvertime, match="passed its limit of 0.5 s") as stopped:
+        measure(url, "echo", workload, vocab_size=100, warmups=0, timeout_s=0.5)
+    assert 0.5 <= stopped.value.elapsed_s < 5.0 and time.monotonic() - started < 8.0
+
+
+def test_progress_reports_each_round_and_a_heartbeat_inside_a_long_one(echo_server, monkeypatch):
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.2)
+    url = echo_server("--token-delay-ms", "20")
+    workload = Workload(kind="random", isl=8, osl=40, concurrency=2, num_prompts=4)  # about 1.6 s a round
+    seen: list[runner.RoundProgress] = []
+    measure(url, "echo", workload, vocab_size=100, repeats=2, warmups=1, progress=seen.append)
+    finished = [p.label for p in seen if p.metrics is not None]
+    assert finished == ["warm-up", "repeat-1", "repeat-2"]
+    beats = [p for p in seen if p.metrics is None]
+    assert any(p.label == "repeat-1" and p.total == 4 for p in beats), "a long round says how far it got"
+
+
+class Interrupted(BaseException):
+    """What Dagster's handler raises in a step when its run is terminated (not a KeyboardInterrupt)."""
+
+
+def raise_interrupted(_signum, _frame):
+    raise Interrupted()
+
+
+def test_an_interrupt_during_a_round_stops_it_at_once_and_reaches_the_caller(echo_server):
+    # Raised inside uvloop's loop, an interrupt other than KeyboardInterrupt is logged and
+    # dropped ("Exception in callback"), and the round, 20 s here, would run on.
+    url = echo_server("--token-delay-ms", "50")
+    workload = Workload(kind="random", isl=8, osl=200, concurrency=1, num_prompts=2)
+    previous = signal.signal(signal.SIGINT, raise_interrupted)
+    try:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            measure(url, "echo", workload, vocab_size=100, warmups=0)
+        assert time.monotonic() - started < 5.0
+        assert signal.getsignal(signal.SIGINT) is raise_interrupted, "the caller's handler is back"
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.core.decisions.climb import OVERTIME, Budget, Look, TrialMeasurement, TrialRecord, climb
 from hyperloom_assets.core.planning.variants import Variant
 
 BASE = [100.0, 101.0, 99.0]
@@ -114,18 +114,59 @@ def test_needs_review_relaunches_the_best_beside_the_variant_at_most_three_times
     assert len(result.baseline_launches) == 3  # the baseline's own launch and both re-launches
 
 
-def test_a_keeper_on_one_launch_each_is_confirmed_on_a_second_pair() -> None:
+def config_name(keepers, v) -> str:
+    """Which config a measure call launches: the variant on the stack, or the stack alone."""
+    changes = [*keepers, *([v] if v else [])]
+    return changes[-1].name if changes else "best"
+
+
+def test_a_keeper_on_one_launch_each_is_confirmed_on_a_second_pair_then_rebenched() -> None:
     calls = []
 
     def measure(keepers, v):
-        calls.append(v.name if v else "best")
+        calls.append(v.name if v else f"stack {[k.name for k in keepers]}")
         return physics(keepers, v)
 
     result = run(lambda keepers, tried: [CAP] if not keepers else [], measure)
-    assert calls == ["cap", "best", "cap"]
-    assert result.trials[0].outcome == "KEEP" and result.trials[0].measurements == 2
-    assert result.best_launches == result.trials[0].launches
+    assert calls == ["cap", "stack []", "cap", "stack ['cap']"], "after the KEEP, the whole new stack on a fresh server"
+    trial = result.trials[0]
+    assert trial.outcome == "KEEP" and trial.measurements == 2 and trial.rebenches == 1
+    assert "a fresh launch of the stack confirmed it" in trial.decision.reason
+    assert result.best_launches == trial.launches + trial.rebench_launches, "the rebench joins the evidence"
+    assert trial.launch_count == 4
     assert result.best_gain_pct() == pytest.approx(50.0)
+
+
+def test_a_keep_won_on_lucky_launches_is_evicted_when_a_fresh_launch_does_not_confirm_it() -> None:
+    # The no-op variant's two trial launches were lucky (+20%); the fresh launch of the
+    # stack shows its true level, so the keeper is evicted and the stack stays empty.
+    levels = {"noop": iter([120.0, 120.0, 100.0]), "best": iter([100.0])}
+
+    def measure(keepers, v):
+        level = next(levels[config_name(keepers, v)])
+        return TrialMeasurement(throughputs=[level, level + 0.5, level - 0.5], measuring_s=1.0)
+
+    result = run(lambda keepers, tried: [NOOP], measure)
+    trial = result.trials[0]
+    assert trial.outcome == "KEEP_UNSTABLE"
+    assert trial.decision.reason.startswith("stack_unstable: a fresh launch of the whole stack is only +0.00%")
+    assert result.keepers == [] and result.best_key == "baseline"
+    assert result.evidence[trial.fingerprint] == trial.launches + [[100.0, 100.5, 99.5]], \
+        "the fresh launch joins the noise estimate's evidence like any launch"
+    assert result.stop_reason == "no_more_candidates"
+
+
+def test_a_rebench_that_fails_evicts_the_keeper() -> None:
+    def measure(keepers, v):
+        if v is None and keepers:
+            return TrialMeasurement(error_class="crash", error="the server died")
+        return physics(keepers, v)
+
+    result = run(lambda keepers, tried: [CAP], measure)
+    assert result.trials[0].outcome == "KEEP_UNSTABLE" and result.trials[0].rebenches == 1
+    assert "stack_unstable: a fresh launch of the whole stack failed: crash: the server died" in \
+        result.trials[0].decision.reason
+    assert result.keepers == []
 
 
 def test_the_best_is_not_relaunched_while_it_has_more_launches_than_the_variant() -> None:
@@ -164,6 +205,14 @@ def test_overtime_is_killed_overtime() -> None:
     assert result.keepers == []
 
 
+def test_a_launch_stopped_at_the_limit_is_killed_overtime_without_evidence() -> None:
+    stopped = lambda keepers, v: TrialMeasurement(error_class=OVERTIME, error="overtime", measuring_s=2.0)  # noqa: E731
+    result = run(lambda keepers, tried: [CAP], stopped)
+    trial = result.trials[0]
+    assert trial.outcome == "KILLED_OVERTIME" and "stopped after 2.0s" in trial.decision.reason
+    assert trial.launches == [] and trial.fingerprint not in result.evidence
+
+
 def test_stops_at_target_gain_and_at_max_trials() -> None:
     reached = run(lambda keepers, tried: [CAP, BUDGET] if not keepers else [BUDGET], physics, target_gain_pct=40.0)
     assert reached.stop_reason == "target_reached"
@@ -179,7 +228,7 @@ def test_a_first_look_without_an_interval_leaves_the_five_percent_to_the_two_loo
     levels = {"noop": iter([105.0, 106.0, 106.0]), "best": iter([101.0, 101.0])}
 
     def measure(keepers, v):
-        level = next(levels[v.name if v else "best"])
+        level = next(levels[config_name(keepers, v)])
         return TrialMeasurement(throughputs=[level] * 3, measuring_s=1.0)
 
     result = climb([100.0] * 3, 1.0, Budget(max_trials=1, target_gain_pct=500.0), lambda keepers, tried: [NOOP],
@@ -187,3 +236,57 @@ def test_a_first_look_without_an_interval_leaves_the_five_percent_to_the_two_loo
     trial = result.trials[0]
     assert (trial.outcome, trial.measurements) == ("KEEP", 2)
     assert "97.5% interval" in trial.decision.reason
+
+
+class Interrupted(BaseException):
+    """A run killed mid-trial: the measure never returns."""
+
+
+def test_a_run_killed_mid_trial_resumes_from_its_recorded_launches_and_measures_only_the_rest() -> None:
+    # Launch offsets of +-10% around a 4% gain keep the trial under review for three looks:
+    # variant, best, variant, best, variant. The first run dies during the fourth launch.
+    def levels():
+        return {"noop": iter([104.0, 114.0, 94.0]), "best": iter([110.0, 90.0])}
+
+    def measuring(source, calls, die_at=None):
+        def measure(keepers, v):
+            if len(calls) + 1 == die_at:
+                raise Interrupted()
+            calls.append(config_name(keepers, v))
+            level = next(source[config_name(keepers, v)])
+            return TrialMeasurement(throughputs=[level, level + 0.5, level - 0.5], measuring_s=1.0)
+        return measure
+
+    def run_with_looks(measure, ledger, looks):
+        return climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), lambda keepers, tried: [NOOP], measure,
+                     ledger.recall, ledger.remember, recall_looks=lambda fp: [lk for lk in looks if lk.trial == fp],
+                     remember_look=looks.append)
+
+    whole = run_with_looks(measuring(levels(), []), Ledger(), [])
+    ledger, looks, first = Ledger(), [], []
+    with pytest.raises(Interrupted):
+        run_with_looks(measuring(levels(), first, die_at=4), ledger, looks)
+    assert first == ["noop", "best", "noop"] and [lk.role for lk in looks] == ["variant", "best", "variant"]
+    assert ledger.rows == {}, "the trial never finished"
+    remaining = levels()
+    for name in first:  # the recorded launches consumed these levels
+        next(remaining[name])
+    second: list[str] = []
+    resumed = run_with_looks(measuring(remaining, second), ledger, looks)
+    assert second == ["best", "noop"], "only the interrupted launch and those after it are measured"
+    assert resumed.trials[0].decision == whole.trials[0].decision
+    assert resumed.evidence == whole.evidence and resumed.keepers == whole.keepers
+
+
+def test_a_recorded_launch_of_another_role_is_not_replayed() -> None:
+    calls = []
+
+    def measure(keepers, v):
+        calls.append(config_name(keepers, v))
+        return physics(keepers, v)
+
+    stale = [Look(trial="x", index=1, role="best", measurement=TrialMeasurement(throughputs=[1.0] * 3))]
+    result = climb(BASE, 1.0, Budget(max_trials=1, target_gain_pct=500.0), lambda keepers, tried: [CAP], measure,
+                   lambda fp: None, lambda record: None, recall_looks=lambda fp: [lk.model_copy(update={"trial": fp})
+                                                                                   for lk in stale])
+    assert calls[0] == "cap" and result.trials[0].outcome == "KEEP"

@@ -33,6 +33,7 @@ def test_from_a_capped_config_the_climb_keeps_the_cap_then_the_budget():
     assert kept == [("max-num-seqs=32", "baseline"), ("max-num-batched-tokens=128", "stack of 1 keeper(s)")]
     # Re-planned after the cap keeper, the budget scores first: no launch between the two.
     assert len(result.climb.trials) == 2 and result.climb.stop_reason == "target_reached"
-    assert result.launches == 1 + sum(t.measurements + len(t.best_launches) for t in result.climb.trials)
+    assert result.launches == 1 + sum(t.measurements + len(t.best_launches) + t.rebenches for t in result.climb.trials)
+    assert all(t.rebenches == 1 for t in result.climb.trials if t.outcome == "KEEP"), "each keeper was rebenched"
     final = true_throughput(SCENARIO, result.final_args)
     assert final > true_throughput(SCENARIO, SCENARIO.target().server_args) * 2.2

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from hyperloom_assets.core.decisions.guards import (
+    MAX_CONSECUTIVE_BASELINE_FAILURES,
     PREFIX_CACHE_OFF,
+    after_failure,
     consecutive_failures,
+    gave_up,
     prefix_cache_refusal,
 )
 from hyperloom_assets.core.engines import engine_for
@@ -70,3 +73,17 @@ def test_consecutive_failures_count_since_the_last_success() -> None:
     assert consecutive_failures([]) == 0
     assert consecutive_failures(["crash", "ok", "timeout", "crash"]) == 2
     assert consecutive_failures(["crash", "ok"]) == 0
+
+
+def test_a_failed_attempt_is_retried_until_the_third_and_some_failures_stop_at_once() -> None:
+    assert after_failure("crash", 1) is None and after_failure("timeout", 2) is None
+    assert after_failure("crash", MAX_CONSECUTIVE_BASELINE_FAILURES) == "baseline_failed"
+    assert after_failure("argv_invalid", 1) == "baseline_arg_error"
+    assert after_failure("prefix_cache_off", 1) == "baseline_failed"
+    assert after_failure("preflight", 0) == "baseline_failed"
+
+
+def test_a_run_gave_up_only_when_its_last_failure_stopped_it() -> None:
+    assert gave_up(["crash", "crash", "crash"]) and gave_up(["argv_invalid"]) and gave_up(["crash", "prefix_cache_off"])
+    assert not gave_up(["crash"]), "cancelled after one failed attempt: it did not give up"
+    assert not gave_up(["crash", "ok"]) and not gave_up([])

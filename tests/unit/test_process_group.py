@@ -1,6 +1,7 @@
 """Launch, teardown and the orphan reaper on real process groups."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from hyperloom_assets.resources.hosts.process_group import (
     group_members,
     launch,
     reap_orphans,
+    signals_deferred,
     teardown,
     terminate_group,
 )
@@ -200,3 +202,15 @@ def test_teardown_of_a_server_that_already_exited(tmp_path):
     result = teardown(server, term_wait_s=1.0)
     assert result.survivors == [] and result.signalled == []
     assert not server.pidfile.exists()
+
+
+def test_signals_are_held_while_a_teardown_runs_then_delivered() -> None:
+    # A cancelled run is interrupted again and again; the teardown in between must finish.
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # a teardown's wait: the signal must not cut it short
+            done.append("teardown")
+    assert done == ["teardown"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler is restored"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,23 @@ def test_the_readme_table_is_the_vocabulary() -> None:
     """The README quotes the code's table verbatim, so the words cannot drift from it."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert markdown_table() in readme
+
+
+def marked_stop_reasons(tests: Path) -> dict[str, list[str]]:
+    """`@pytest.mark.stop_reason("x")` markers in the test tree: reason -> the files marking it."""
+    marked: dict[str, list[str]] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.mark.stop_reason":
+                for arg in node.args:
+                    marked.setdefault(ast.literal_eval(arg), []).append(path.name)
+    return marked
+
+
+def test_every_stop_reason_is_produced_by_some_test() -> None:
+    """Each reason has a test marked with it, and tests/conftest.py fails a marked test
+    whose run did not record that reason in its result store: no reason is a label only."""
+    marked = marked_stop_reasons(Path(__file__).resolve().parents[1])
+    assert set(marked) <= {r.value for r in StopReason}, f"unknown reasons marked: {set(marked) - set(StopReason)}"
+    assert set(marked) == {r.value for r in StopReason}, \
+        f"no test produces {sorted({r.value for r in StopReason} - set(marked))}"

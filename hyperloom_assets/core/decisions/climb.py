@@ -4,11 +4,18 @@ The `trials` asset supplies three callbacks: `plan` (the planner on top of the c
 stack), `measure` (one launch of the stack plus a variant, or of the stack alone when
 the variant is None, through the resources) and a ledger (`recall`/`remember`) keyed by
 the trial fingerprint within the run's context, so re-executing a run replays recorded
-trials instead of measuring them again.
+trials instead of measuring them again. The ledger also takes each launch of a trial as
+it finishes (`recall_looks`/`remember_look`), so a run killed mid-trial resumes that
+trial from its recorded launches and measures only what was interrupted. Replay is
+exact because the climb is deterministic given its measurements: the same launches in
+the same order lead it to ask for the same next launch.
 
 Evidence is kept per launch (stats.Launches). A variant that needs review is launched
 again with the running best re-launched beside it, so both sides carry launch-to-launch
 noise; every config the climb launched sharpens the noise estimate of later decisions.
+A KEEP is then confirmed by one fresh launch of the whole new stack (the reference's
+stack rebench): a keeper won on lucky launches that the fresh launch does not confirm
+is evicted as KEEP_UNSTABLE, and the fresh launch joins the evidence like any other.
 """
 
 from __future__ import annotations
@@ -26,17 +33,24 @@ from hyperloom_assets.core.decisions.rule import (
     failed,
     is_overtime,
     killed_overtime,
+    stack_unstable,
 )
+from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval, repeats_of
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 
 BASELINE = "baseline"  # the evidence key of the operator's config
+OVERTIME = "overtime"  # the error class of a launch the measure stopped at the overtime limit
 
 
 class TrialMeasurement(Strict):
-    """One launch of a trial's config: per-repeat throughputs, or the failure."""
+    """One launch of a trial's config: per-repeat throughputs, or the failure.
+
+    error_class OVERTIME: the measure stopped the launch at `rule.overtime_limit_s` and
+    tore its server down; `measuring_s` says when.
+    """
 
     throughputs: list[float] = []
     measuring_s: float = 0.0
@@ -45,6 +59,15 @@ class TrialMeasurement(Strict):
     error: str | None = None
     argv: list[str] = []
     env: dict[str, str] = {}
+
+
+class Look(Strict):
+    """One launch of a trial, in the order the climb asked for it: the unit a resume replays."""
+
+    trial: str  # the trial's fingerprint
+    index: int  # 1, 2, ... within the trial
+    role: str  # "variant" (stack plus variant), "best" (the running best) or "rebench" (the new stack)
+    measurement: TrialMeasurement
 
 
 class TrialRecord(Strict):
@@ -57,8 +80,11 @@ class TrialRecord(Strict):
     measurements: int  # launches of the variant
     launches: Launches  # the variant's per-repeat throughputs, launch by launch
     best_launches: Launches = []  # the running best, re-launched beside the variant
+    rebenches: int = 0  # fresh launches of the new stack after a KEEP, failed ones included
+    rebench_launches: Launches = []
     measurement_ids: list[int] = []
     best_measurement_ids: list[int] = []
+    rebench_measurement_ids: list[int] = []
     error_class: str | None = None
     argv: list[str] = []
     env: dict[str, str] = {}
@@ -75,8 +101,8 @@ class TrialRecord(Strict):
 
     @property
     def launch_count(self) -> int:
-        """Servers this trial started: the variant's and the best's relaunches beside it."""
-        return self.measurements + len(self.best_launches)
+        """Servers this trial started: the variant's, the best's beside it, the stack's rebench."""
+        return self.measurements + len(self.best_launches) + self.rebenches
 
 
 class Budget(Strict):
@@ -108,6 +134,9 @@ PlanFn = Callable[[list[Variant], set[str]], list[Variant]]
 MeasureFn = Callable[[list[Variant], Variant | None], TrialMeasurement]  # None: the stack alone
 RecallFn = Callable[[str], TrialRecord | None]
 RememberFn = Callable[[TrialRecord], None]
+RecallLooksFn = Callable[[str], list[Look]]  # a trial's recorded launches
+RememberLookFn = Callable[[Look], None]
+OnLookFn = Callable[[int, str, Look, bool], None]  # trial index, variant name, the look, replayed
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -119,6 +148,32 @@ def gain_pct(launches: Launches, anchor: Launches) -> float:
     return launch_gain_interval(launches, anchor)[0]
 
 
+class _Launcher:
+    """A trial's launches in order: those the ledger holds are replayed, the rest measured.
+
+    A recorded look is replayed only where it has the role asked for; its config is then
+    the one asked for too (the keepers before a trial are fixed by the trials before it).
+    """
+
+    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, recorded: list[Look],
+                 remember: RememberLookFn, on_look: OnLookFn | None):
+        self.trial, self.trial_index, self.name = trial, index, name
+        self.measure, self.remember, self.on_look = measure, remember, on_look
+        self.recorded = {look.index: look for look in recorded}
+        self.count = 0
+
+    def __call__(self, role: str, keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
+        self.count += 1
+        look = self.recorded.get(self.count)
+        replayed = look is not None and look.role == role
+        if not replayed:
+            look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant))
+            self.remember(look)
+        if self.on_look is not None:
+            self.on_look(self.trial_index, self.name, look, replayed)
+        return look.measurement
+
+
 class _Judged(Strict):
     decision: Decision
     looks: int = 0  # launches of the variant, failed ones included
@@ -126,11 +181,18 @@ class _Judged(Strict):
     ids: list[int] = []
     best_launches: Launches = []
     best_ids: list[int] = []
+    rebenches: int = 0
+    rebench_launches: Launches = []
+    rebench_ids: list[int] = []
     last: TrialMeasurement
 
 
+def _ids(result: TrialMeasurement) -> list[int]:
+    return [result.measurement_id] if result.measurement_id is not None else []
+
+
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
-           baseline_measuring_s: float, measure: MeasureFn) -> _Judged:
+           baseline_measuring_s: float, launch: _Launcher) -> _Judged:
     """Measure until decided: NEEDS_REVIEW is measured again, at most MAX_MEASUREMENTS times.
 
     From the second look on, the running best is re-launched first whenever it has no
@@ -140,21 +202,24 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
     tests = MAX_MEASUREMENTS  # looks that can keep; a look without an interval is not one
     for look in range(1, MAX_MEASUREMENTS + 1):
         if look > 1 and len(best) + len(judged.best_launches) <= len(judged.launches):
-            again = measure(keepers, None)
-            judged.best_ids += [again.measurement_id] if again.measurement_id is not None else []
+            again = launch("best", keepers, None)
+            judged.best_ids += _ids(again)
             if again.error_class is not None:
                 judged.decision, judged.last = failed(f"the running best failed when launched again: "
                                                       f"{_first_line(again)}"), again
                 return judged
             judged.best_launches.append(again.throughputs)
-        result = measure(keepers, variant)
+        result = launch("variant", keepers, variant)
         judged.looks, judged.last = look, result
-        judged.ids += [result.measurement_id] if result.measurement_id is not None else []
+        judged.ids += _ids(result)
+        if result.error_class == OVERTIME:
+            judged.decision = killed_overtime(result.measuring_s, baseline_measuring_s)
+            return judged
         if result.error_class is not None:
             judged.decision = failed(f"{result.error_class}: {_first_line(result)}")
             return judged
         judged.launches.append(result.throughputs)
-        if is_overtime(result.measuring_s, baseline_measuring_s):
+        if is_overtime(result.measuring_s, baseline_measuring_s):  # a measure that does not stop launches
             judged.decision = killed_overtime(result.measuring_s, baseline_measuring_s)
             return judged
         judged.decision = decide_trial(judged.launches, best + judged.best_launches, others, measurements=look,
@@ -164,20 +229,29 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
         if judged.decision.ci_low_pct is None:
             tests = max(1, tests - 1)
     if judged.decision.outcome == Outcome.KEEP:
-        judged.decision = _stack_check(judged.decision, judged.launches, best + judged.best_launches)
+        _rebench(judged, [*keepers, variant], best + judged.best_launches, launch)
     return judged
+
+
+def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: _Launcher) -> None:
+    """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP."""
+    fresh = launch("rebench", stack, None)
+    judged.rebenches += 1
+    judged.rebench_ids += _ids(fresh)
+    if fresh.error_class is not None:
+        judged.decision = stack_unstable(f"a fresh launch of the whole stack failed: {fresh.error_class}: "
+                                         f"{_first_line(fresh)}")
+        return
+    judged.rebench_launches.append(fresh.throughputs)
+    joined = decide_stack([fresh.throughputs], best)
+    if joined.outcome == Outcome.KEEP_UNSTABLE:
+        judged.decision = joined
+    else:
+        judged.decision = judged.decision.model_copy(update={"reason": f"{judged.decision.reason}; {joined.reason}"})
 
 
 def _first_line(result: TrialMeasurement) -> str:
     return (result.error or "").splitlines()[0][:300] if result.error else ""
-
-
-def _stack_check(decision: Decision, stack: Launches, best: Launches) -> Decision:
-    # The variant was launched on top of the stack, so its numbers are the whole stack's.
-    joined = decide_stack(stack, best)
-    if joined.outcome == Outcome.KEEP_UNSTABLE:
-        return joined
-    return decision
 
 
 def _next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str]) -> Variant | None:
@@ -187,18 +261,22 @@ def _next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str]) -
     return None
 
 
-def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> str | None:
+def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> StopReason | None:
+    # The running estimate, not the validated gain: validating costs four launches, so it
+    # runs once, on the final stack (StopReason.TARGET_REACHED's description says so).
     if gain >= budget.target_gain_pct:
-        return "target_reached"
+        return StopReason.TARGET_REACHED
     if len(trials) >= budget.max_trials:
-        return "budget_exhausted"
+        return StopReason.BUDGET_EXHAUSTED
     if budget.deadline_s is not None and time.monotonic() >= budget.deadline_s:
-        return "time_exhausted"
+        return StopReason.TIME_EXHAUSTED
     return None
 
 
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
-          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None) -> ClimbResult:
+          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None, *,
+          recall_looks: RecallLooksFn | None = None, remember_look: RememberLookFn | None = None,
+          on_look: OnLookFn | None = None) -> ClimbResult:
     """`baseline` is the baseline's per-repeat throughputs: its one launch."""
     keepers: list[Variant] = []
     evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
@@ -214,10 +292,10 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
     while True:
         reason = _stop_reason(trials, gain_pct(evidence[best_key], evidence[BASELINE]), budget)
         if reason:
-            return result(reason)
+            return result(reason.value)
         variant = _next_variant(candidates, keepers, seen)
         if variant is None:
-            return result("no_more_candidates")
+            return result(StopReason.NO_MORE_CANDIDATES.value)
         fingerprint = trial_fingerprint(keepers, variant)
         seen.add(fingerprint)
         record = recall(fingerprint)
@@ -225,12 +303,15 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
             record = record.model_copy(update={"index": len(trials) + 1, "replayed": True})
         else:
             others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
+            launch = _Launcher(fingerprint, len(trials) + 1, variant.name, measure,
+                               recall_looks(fingerprint) if recall_looks else [],
+                               remember_look or (lambda look: None), on_look)
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, measure)
+                                    baseline_measuring_s, launch)
             remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
-        if record.launches:
-            evidence[fingerprint] = evidence.get(fingerprint, []) + record.launches
+        if record.launches or record.rebench_launches:  # the rebench launched the same config
+            evidence[fingerprint] = evidence.get(fingerprint, []) + record.launches + record.rebench_launches
         trials.append(record)
         if on_trial is not None:
             on_trial(record)
@@ -241,12 +322,13 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
-                   others: list[Launches], baseline_measuring_s: float, measure: MeasureFn) -> TrialRecord:
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, measure)
+                   others: list[Launches], baseline_measuring_s: float, launch: _Launcher) -> TrialRecord:
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch)
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
     last = judged.last
     return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
                        decision=judged.decision, measurements=judged.looks,
-                       launches=judged.launches, best_launches=judged.best_launches, measurement_ids=judged.ids,
-                       best_measurement_ids=judged.best_ids, error_class=last.error_class, argv=last.argv,
-                       env=last.env)
+                       launches=judged.launches, best_launches=judged.best_launches, rebenches=judged.rebenches,
+                       rebench_launches=judged.rebench_launches, measurement_ids=judged.ids,
+                       best_measurement_ids=judged.best_ids, rebench_measurement_ids=judged.rebench_ids,
+                       error_class=last.error_class, argv=last.argv, env=last.env)

@@ -3,6 +3,16 @@
 An agentic (trace replay) baseline served with its prefix cache off would credit the
 cache as a gain later, so it is refused, judged by the engine's own launch account:
 each engine's module says how to read it (hyperloom_assets/core/engines/).
+
+Invariant 7, as this project reads it: within a run, a failed baseline attempt is
+retried on a fresh server (a crash or a startup timeout may be the launch's, not the
+config's), and the third consecutive failure stops the run with `baseline_failed`; an
+argv error stops it at once (`baseline_arg_error`), and so do a refusal by invariant 6
+and a host that fails its preflight (another launch on the same host would meet the
+same). "A retried baseline must change something, or it is dropped as a duplicate" is
+about a later run: a run whose config (args, env, engine) is identical to one that gave
+up is dropped without a launch. A run that was cancelled between attempts did not give
+up, so the same config may run again.
 """
 
 from __future__ import annotations
@@ -42,6 +52,11 @@ def prefix_cache_refusal(engine: str, server_args: list[str], evidence: dict[str
     return Refusal(code=PREFIX_CACHE_OFF, engine=label, evidence=why) if why else None
 
 
+# Error classes after which another attempt is pointless: the argv, the guard or the host says no.
+STOP_AT_ONCE = {"argv_invalid": "baseline_arg_error", "prefix_cache_off": "baseline_failed",
+                "preflight": "baseline_failed"}
+
+
 def consecutive_failures(outcomes: list[str]) -> int:
     """Failed baseline attempts since the last success, newest last in `outcomes`."""
     count = 0
@@ -50,3 +65,16 @@ def consecutive_failures(outcomes: list[str]) -> int:
             break
         count += 1
     return count
+
+
+def after_failure(error_class: str, failures: int) -> str | None:
+    """After the `failures`-th consecutive failed attempt of a run: the stop reason, or None to retry."""
+    if error_class in STOP_AT_ONCE:
+        return STOP_AT_ONCE[error_class]
+    return "baseline_failed" if failures >= MAX_CONSECUTIVE_BASELINE_FAILURES else None
+
+
+def gave_up(outcomes: list[str]) -> bool:
+    """Did a run whose attempts ended with these outcomes stop on its baseline?"""
+    return bool(outcomes) and outcomes[-1] != "ok" and \
+        after_failure(outcomes[-1], consecutive_failures(outcomes)) is not None

@@ -6,8 +6,10 @@ best, as a ratio of geometric means of launch means. KEEP needs both a gain of a
 MIN_GAIN_PCT and an interval of the gain that excludes zero; a gain under the threshold,
 or an interval that says worse, is REVERT; anything else is NEEDS_REVIEW and is measured
 again (the variant, and the best beside it), MAX_MEASUREMENTS times in all, after which
-it is REVERT. A keeper joins the stack only if the whole stack stays STACK_MARGIN_PCT
-above the running best.
+it is REVERT. A keeper joins the stack only if a fresh launch of the whole new stack
+(the rebench) stays STACK_MARGIN_PCT above the running best; else it is KEEP_UNSTABLE,
+a REVERT with reason `stack_unstable`. A launch whose measuring runs past
+OVERTIME_FACTOR times the baseline's is stopped there: KILLED_OVERTIME.
 
 Departure from DESIGN.md, measured in benchmarks/decision_launch_noise.py and
 benchmarks/noise.py: the interval is launch-level (stats.launch_gain_interval), because
@@ -87,14 +89,23 @@ def decide_trial(variant: Launches, best: Launches, others: Sequence[Launches] =
                     f"measure again ({measurements} of {MAX_MEASUREMENTS})", **numbers)
 
 
-def decide_stack(stack: Launches, best: Launches) -> Decision:
-    """May a keeper join? Only if the whole stack stays STACK_MARGIN_PCT above the best."""
-    gain, _, _ = launch_gain_interval(stack, best)
+STACK_UNSTABLE = "stack_unstable"  # the reason code of a keeper the rebench evicted
+
+
+def decide_stack(fresh: Launches, best: Launches) -> Decision:
+    """May a keeper join? Only if fresh launches of the whole new stack stay STACK_MARGIN_PCT
+    above the running best (launch means against the best's launch means)."""
+    gain, _, _ = launch_gain_interval(fresh, best)
     if gain >= STACK_MARGIN_PCT:
-        return Decision(outcome=Outcome.KEEP, reason=f"the stack is {gain:+.2f}% over the running best",
-                        gain_pct=gain)
-    return Decision(outcome=Outcome.KEEP_UNSTABLE, reason=f"the stack is only {gain:+.2f}% over the running best "
-                    f"(needs {STACK_MARGIN_PCT}%); evicted", gain_pct=gain)
+        return Decision(outcome=Outcome.KEEP, reason=f"a fresh launch of the stack confirmed it ({gain:+.2f}% over "
+                        "the running best)", gain_pct=gain)
+    return stack_unstable(f"a fresh launch of the whole stack is only {gain:+.2f}% over the running best "
+                          f"(needs {STACK_MARGIN_PCT}%)", gain)
+
+
+def stack_unstable(why: str, gain: float | None = None) -> Decision:
+    """KEEP_UNSTABLE: a REVERT of a keeper the stack rebench did not confirm."""
+    return Decision(outcome=Outcome.KEEP_UNSTABLE, reason=f"{STACK_UNSTABLE}: {why}; evicted", gain_pct=gain)
 
 
 def failed(reason: str) -> Decision:
@@ -102,14 +113,20 @@ def failed(reason: str) -> Decision:
     return Decision(outcome=Outcome.FAILED, reason=reason)
 
 
+def overtime_limit_s(baseline_measuring_s: float) -> float | None:
+    """How long a trial's launch may measure (after readiness) before it is stopped; None: no limit."""
+    return OVERTIME_FACTOR * baseline_measuring_s if baseline_measuring_s > 0 else None
+
+
 def is_overtime(measuring_s: float, baseline_measuring_s: float) -> bool:
     """Measuring (after readiness) past OVERTIME_FACTOR times the baseline's."""
-    return baseline_measuring_s > 0 and measuring_s > OVERTIME_FACTOR * baseline_measuring_s
+    limit = overtime_limit_s(baseline_measuring_s)
+    return limit is not None and measuring_s > limit
 
 
 def killed_overtime(measuring_s: float, baseline_measuring_s: float) -> Decision:
     return Decision(outcome=Outcome.KILLED_OVERTIME,
-                    reason=f"measuring took {measuring_s:.1f}s, more than {OVERTIME_FACTOR:g}x "
+                    reason=f"stopped after {measuring_s:.1f}s of measuring, past {OVERTIME_FACTOR:g}x "
                            f"the baseline's {baseline_measuring_s:.1f}s")
 
 

@@ -24,14 +24,19 @@ class StopReason(str, Enum):
 
 
 DESCRIPTIONS: dict[StopReason, str] = {
-    StopReason.TARGET_REACHED: "the validated gain reached the target's target_gain_pct",
+    StopReason.TARGET_REACHED: "the climb's running estimate of the best stack's gain over the baseline reached the "
+                               "target's target_gain_pct (the validated gain, measured afterwards, may differ)",
     StopReason.BUDGET_EXHAUSTED: "max_trials candidate measurements were spent",
     StopReason.TIME_EXHAUSTED: "the target's time_budget_min ran out before the plan did",
     StopReason.NO_MORE_CANDIDATES: "every planned variant was tried (or already in the ledger) and re-planning found none new",
-    StopReason.BASELINE_FAILED: "the baseline could not be measured: three consecutive failures, or refused by a guard (invariant 6)",
+    StopReason.BASELINE_FAILED: "the baseline could not be measured: three consecutive failed attempts, each on a fresh "
+                                "server; a refusal by a guard (invariant 6) or a host that failed its preflight, at "
+                                "once; a retry identical to a run that gave up (invariant 7); or a workload that cannot "
+                                "run (a bad trace, a prompt longer than the context)",
     StopReason.BASELINE_ARG_ERROR: "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",
     StopReason.ENVIRONMENT_UNAVAILABLE: "the engine release or host could not be provided (a release run whose install or host lease failed)",
-    StopReason.CANCELLED: "the run was cancelled by the operator; finished trials stay in the ledger",
+    StopReason.CANCELLED: "the run was terminated (the UI's Terminate, SIGTERM or SIGINT): its server was torn down, "
+                          "every finished trial and launch stays in the ledger, and re-executing resumes from them",
 }
 
 
