@@ -36,7 +36,7 @@ from hyperloom_assets.core.results import BaselineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
@@ -174,14 +174,15 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
                           run_id=run_id, release=release)
 
 
-def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
-    @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
+def build_baseline_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="baseline",
               deps=["framework_tree", "server_config"], dagster_type=BaselineResult,
               check_specs=check_specs("baseline", BASELINE_CHECKS, partitions),
               description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
-    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
+    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                  store: ResultStore, envs: ReleaseEnvironments) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
+        host = hosts.for_target(target)
         contract = workload_contract(target)  # bad input fails before a release env or a server
         release = prepare_release(context.run.tags, context.partition_key, envs, store)
         result = measure_baseline(context, target, contract, host, bench, store, release)

@@ -33,18 +33,13 @@ from hyperloom_assets.resources.hosts.preflight import (
     port_free,
     read_gpu_memory,
 )
-from hyperloom_assets.resources.hosts.process_group import ServerProcess, launch, reap_orphans, teardown
+from hyperloom_assets.resources.hosts.process_group import ReapReport, ServerProcess, launch, reap_orphans, teardown
 
 log = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 40
 HEALTH_POLL_S = 0.5
 SERVE_HOST = "127.0.0.1"
-
-
-def pool_name(host_name: str) -> str:
-    """The concurrency pool of a host: one serving launch at a time (dagster.yaml sets 1)."""
-    return f"gpu_host_{host_name}"
 
 
 def default_state_dir() -> Path:
@@ -76,18 +71,22 @@ class LocalHost(dg.ConfigurableResource):
     state_dir: str | None = None  # default: $DAGSTER_HOME/hyperloom, else ./.cache/hyperloom
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
+    python: str | None = None  # the interpreter with the engine; default: this venv's
 
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else default_state_dir()
 
     def pid_dir(self) -> Path:
-        return self.state_path() / "pids"
-
-    def pool(self) -> str:
-        return pool_name(self.name)
+        # Stand-in hosts on this machine keep their own pidfiles, so one host's reaper
+        # (or its recovery) never touches another's servers.
+        if self.name == "local":
+            return self.state_path() / "pids"
+        return self.state_path() / "hosts" / self.name / "pids"
 
     def python_executable(self, spec: ServerSpec) -> Path:
-        return Path(spec.python) if spec.python else Path(sys.executable)
+        if spec.python:
+            return Path(spec.python)
+        return Path(self.python) if self.python else Path(sys.executable)
 
     def gpu_names(self) -> list[str]:
         reading = read_gpu_memory()
@@ -117,13 +116,18 @@ class LocalHost(dg.ConfigurableResource):
         if problems:
             raise ServerError("preflight", f"host {self.name!r} is not free: " + "; ".join(problems))
 
+    def reap_orphans(self) -> ReapReport:
+        """Tear down servers of earlier runs on this host whose launcher is gone (invariant 8)."""
+        report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
+        if report.reaped or report.survivors:
+            log.warning("reaped orphan servers %s; survivors %s", report.reaped, report.survivors)
+        return report
+
     @contextmanager
     def serve(self, spec: ServerSpec, run_dir: Path) -> Iterator[LaunchRecord]:
         engine = engine_for(spec.engine)
         python = self.python_executable(spec)
-        report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
-        if report.reaped or report.survivors:
-            log.warning("reaped orphan servers %s; survivors %s", report.reaped, report.survivors)
+        self.reap_orphans()
         port = allocate_port(SERVE_HOST)
         self.preflight(port)
         installed = installed_in(engine, python)
