@@ -126,6 +126,8 @@ def baseline_metadata(result: BaselineResult) -> dict:
 
 
 def _stop_reason(error: ServerError) -> str:
+    if error.error_class == "environment_unavailable":
+        return "environment_unavailable"
     return "baseline_arg_error" if error.error_class == "argv_invalid" else "baseline_failed"
 
 
@@ -159,8 +161,8 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
                                    contract=contract, run_dir=step_dir(host, name, run_id, "baseline"),
                                    run_id=run_id, context_key=key, check_launch=prefix_cache_guard(target))
     except ServerError as exc:
-        # A busy host says nothing about the config, so it is not an attempt of it.
-        if exc.error_class != "preflight":
+        # A busy or unreachable host says nothing about the config, so it is not an attempt of it.
+        if exc.error_class not in ("preflight", "environment_unavailable"):
             store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
                                           detail=str(exc), run_id=run_id)
         if release is not None:

@@ -70,6 +70,9 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
                                        context_key=key, fingerprint=fingerprint)
         except ServerError as exc:
+            if exc.error_class == "environment_unavailable":  # the host, not the variant: never a failed trial
+                raise dg.Failure(description=f"environment_unavailable: {exc}",
+                                 metadata={"stop_reason": "environment_unavailable"}) from exc
             return TrialMeasurement(error_class=exc.error_class, error=str(exc), argv=exc.argv, env=spec.env)
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,
                                 measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env)

@@ -21,6 +21,7 @@ from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.owner_scope import this_holder
+from hyperloom_assets.resources.hosts.ssh import SshHost
 from hyperloom_assets.resources.store.leases import HostLeased, HostLeases
 from hyperloom_assets.resources.store.results import ResultStore
 
@@ -54,7 +55,9 @@ class HostFleet(dg.ConfigurableResource):
             return self.local if config.python is None else self.local.model_copy(update={"python": str(config.python)})
         if config.kind == "local":
             return self.local.model_copy(update={"name": name, "python": str(config.python) if config.python else None})
-        raise HostsError([TargetProblem(file=str(file), field=f"{name}.kind", expected="local (ssh hosts are not wired yet)")])
+        return SshHost(name=name, config=config.model_dump(mode="json"), state_dir=str(self.local.state_path()),
+                       check_foreign_processes=self.local.check_foreign_processes,
+                       teardown_term_wait_s=self.local.teardown_term_wait_s)
 
     def for_target(self, target: Target):
         return self.host(target.host)

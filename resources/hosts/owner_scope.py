@@ -16,15 +16,19 @@ import psutil
 
 from hyperloom_assets.core.fleet.leases import Holder
 
-# psutil rounds creation times; a reused pid starts far later than this.
-START_SLACK_S = 0.05
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _start_ticks(pid: int | str) -> str:
+    # Field 22 of /proc/PID/stat: start time in clock ticks since boot, exact and the same
+    # from any process (psutil's wall-clock creation time can differ by a second between
+    # readers). The comm field (2) may hold spaces, so count from its closing parenthesis.
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()[19]
 
 
 def _pid1_start_ticks() -> str:
-    # Field 22 of /proc/1/stat: start time in clock ticks since boot; the comm field
-    # (2) may hold spaces, so count from the closing parenthesis.
-    text = Path("/proc/1/stat").read_text()
-    return text[text.rindex(")") + 2:].split()[19]
+    return _start_ticks(1)
 
 
 def current_scope() -> str:
@@ -34,24 +38,27 @@ def current_scope() -> str:
 
 
 def process_start(pid: int) -> float | None:
+    """When the process started, in seconds since boot; None when there is no such process."""
     try:
-        return psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
+        return int(_start_ticks(pid)) / CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
         return None
 
 
 def pid_alive(pid: int, start: float) -> bool:
     """The pid runs and is the same process (its start time matches), not a reused pid."""
+    now = process_start(pid)
+    if now is None or abs(now - start) > 0.5 / CLOCK_TICKS:
+        return False
     try:
-        proc = psutil.Process(pid)
-        return abs(proc.create_time() - start) <= START_SLACK_S and proc.status() != psutil.STATUS_ZOMBIE
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 
 
 def this_holder(run_id: str) -> Holder:
-    me = psutil.Process()
-    return Holder(scope=current_scope(), run_id=run_id, pid=me.pid, pid_start=me.create_time(),
+    pid = os.getpid()
+    return Holder(scope=current_scope(), run_id=run_id, pid=pid, pid_start=process_start(pid),
                   worker=socket.gethostname())
 
 

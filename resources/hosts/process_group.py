@@ -28,8 +28,10 @@ from hyperloom_assets.core.models import Strict
 log = logging.getLogger(__name__)
 
 PIDFILE_SUFFIX = ".server.json"
-# psutil rounds creation times; a real restart under the same pid differs by far more.
-_CREATE_TIME_SLACK_S = 0.05
+# psutil derives creation times from the boot time in /proc/stat, which two processes can
+# read a second apart; pidfiles are checked from other processes (the reaper, an SSH
+# host's agent), so allow that second. A reused pid must also match the cmdline.
+_CREATE_TIME_SLACK_S = 1.5
 
 
 class PidRecord(Strict):
@@ -275,3 +277,20 @@ def _started_after(proc: psutil.Process, moment: float) -> bool:
         return proc.create_time() >= moment - _CREATE_TIME_SLACK_S
     except psutil.NoSuchProcess:
         return False
+
+
+def stop_recorded(record: PidRecord, pidfile: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> TeardownResult:
+    """Teardown of a server this process did not start (an SSH host's, launched by an
+    earlier agent call): the group of the pidfile's leader, while it is still that process."""
+    result = terminate_group(record.pgid, _matches(record), term_wait_s, kill_wait_s)
+    if result.survivors:
+        log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
+                    record.pgid, result.survivors, pidfile)
+    else:
+        pidfile.unlink(missing_ok=True)
+    return result
+
+
+def recorded_exit(record: PidRecord) -> str | None:
+    """None while the recorded leader runs; 'unknown' (its code is its parent's to read) once gone."""
+    return None if _matches(record) is not None else "unknown"

@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 
 from hyperloom_assets.resources.store.results import ResultStore
-from tests.fleet.services import Postgres, Redis, start_postgres, start_redis
+from benchmarks.support.fleet_services import Postgres, Redis, Sshd, start_postgres, start_redis, start_sshd
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +46,13 @@ def instance(postgres_url) -> Iterator[dg.DagsterInstance]:
     url = postgres_url.replace("postgresql://", "postgresql+psycopg2://")
     with dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": url}}}) as instance:
         yield instance
+
+
+@pytest.fixture(scope="session")
+def sshd() -> Iterator[Sshd]:
+    """A real sshd on loopback with a throwaway host key, client key and known_hosts."""
+    server = start_sshd()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -20,7 +20,7 @@ from dagster._core.test_utils import create_run_for_test
 from hyperloom_assets.cli.instance_config import write_instance_config
 from hyperloom_assets.core.fleet.leases import Holder, Verdict
 from hyperloom_assets.definitions import build_defs
-from hyperloom_assets.resources.hosts.owner_scope import current_scope, this_holder
+from hyperloom_assets.resources.hosts.owner_scope import current_scope, process_start, this_holder
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.leases import LEASE_EVENTS, HostLeased, HostLeases
 from hyperloom_assets.resources.store.results import ResultStore
@@ -39,8 +39,8 @@ def sleeper() -> subprocess.Popen:
 
 
 def holder_of(process: subprocess.Popen, run_id: str) -> Holder:
-    return Holder(scope=current_scope(), run_id=run_id, pid=process.pid,
-                  pid_start=psutil.Process(process.pid).create_time(), worker="this-box")
+    return Holder(scope=current_scope(), run_id=run_id, pid=process.pid, pid_start=process_start(process.pid),
+                  worker="this-box")
 
 
 def write_sim_target(folder: Path, name: str = "sim-a", **extra) -> None:

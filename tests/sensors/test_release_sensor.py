@@ -172,10 +172,8 @@ def test_a_leased_host_defers_and_a_dead_holders_lease_does_not(index, tmp_path,
     import subprocess
     import sys
 
-    import psutil
-
     from hyperloom_assets.core.fleet.leases import Holder
-    from hyperloom_assets.resources.hosts.owner_scope import current_scope
+    from hyperloom_assets.resources.hosts.owner_scope import current_scope, process_start
     from hyperloom_assets.resources.store.leases import HostLeases
 
     write_target(tmp_path / "targets", "sim-a")
@@ -187,7 +185,7 @@ def test_a_leased_host_defers_and_a_dead_holders_lease_does_not(index, tmp_path,
     leases = HostLeases(store)
     try:
         leases.acquire("local", Holder(scope=current_scope(), run_id="run-holding", pid=holder.pid,
-                                       pid_start=psutil.Process(holder.pid).create_time(), worker="w"))
+                                       pid_start=process_start(holder.pid), worker="w"))
         busy = tick(defs, SENSOR, instance, cursor)
         assert run_keys(busy) == []
         rows = ReleaseLedger(store).rows("sim-a", PACKAGE, "0.2.0")

@@ -23,7 +23,7 @@ class Holder(Frozen):
     scope: str
     run_id: str
     pid: int
-    pid_start: float  # the process's start time (epoch seconds), against pid reuse
+    pid_start: float  # the process's start, in seconds since boot (exact), against pid reuse
     worker: str  # hostname of the machine the run worker runs on
 
     def describe(self) -> str:

@@ -1,13 +1,16 @@
-"""Real services for the fleet tiers: a PostgreSQL 15 server and a Redis broker.
+"""Real services for the fleet tiers and benchmarks/fleet.py: PostgreSQL 15, a Redis
+broker, and sshd test hosts.
 
 Each runs from Debian's packages (`make setup` installs them where missing) in a fresh
 temporary folder on a free loopback port, and is stopped on every path. PostgreSQL
 refuses to run as root, so as root its files belong to, and its processes run as, the
-`postgres` user the package creates.
+`postgres` user the package creates. An sshd host has a throwaway host key, a
+throwaway client key and a known_hosts file naming exactly that host key.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 import pwd
 import shutil
@@ -81,6 +84,17 @@ def start_postgres() -> Postgres:
     return server
 
 
+def stop_process(process: subprocess.Popen, folder: Path) -> None:
+    """TERM, then KILL after 10 s; the service's folder goes with it."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @dataclass
 class Redis:
     process: subprocess.Popen
@@ -92,13 +106,7 @@ class Redis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        stop_process(self.process, self.folder)
 
 
 def start_redis() -> Redis:
@@ -122,3 +130,75 @@ def start_redis() -> Redis:
             time.sleep(0.1)
     redis.stop()
     raise RuntimeError(f"redis-server did not answer PING on port {port}")
+
+
+@dataclass
+class Sshd:
+    process: subprocess.Popen
+    folder: Path
+    port: int
+    client_key: Path
+    known_hosts: Path
+
+    def host_entry(self, workdir: Path, python: str, **extra) -> dict:
+        """This sshd as a hosts.yaml entry: this machine over loopback, with its own workdir."""
+        return {"kind": "ssh", "address": "127.0.0.1", "port": self.port, "user": getpass.getuser(),
+                "identity_file": str(self.client_key), "known_hosts": str(self.known_hosts),
+                "python": python, "workdir": str(workdir), "connect_timeout_s": 5, **extra}
+
+    def stop(self) -> None:
+        stop_process(self.process, self.folder)
+
+
+def keypair(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hyperloom-test", "-f", str(path)],
+                   check=True, capture_output=True, timeout=30)
+    return path
+
+
+SSHD_CONFIG = """\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {folder}/host_key
+AuthorizedKeysFile {folder}/authorized_keys
+PidFile {folder}/sshd.pid
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+StrictModes no
+UsePAM no
+LogLevel ERROR
+MaxStartups 200
+MaxSessions 100
+"""
+
+
+def start_sshd() -> Sshd:
+    binary = Path("/usr/sbin/sshd")
+    _missing(binary)
+    folder, port = Path(tempfile.mkdtemp(prefix="hyperloom-sshd-")), allocate_port()
+    host_key, client_key = keypair(folder / "host_key"), keypair(folder / "client_key")
+    (folder / "authorized_keys").write_text(Path(f"{client_key}.pub").read_text())
+    key_type, key = Path(f"{host_key}.pub").read_text().split()[:2]
+    known_hosts = folder / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {key_type} {key}\n")
+    (folder / "sshd_config").write_text(SSHD_CONFIG.format(port=port, folder=folder))
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation folder
+    process = subprocess.Popen([str(binary), "-D", "-e", "-f", str(folder / "sshd_config")],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=open(folder / "sshd.log", "wb"))
+    sshd = Sshd(process=process, folder=folder, port=port, client_key=client_key, known_hosts=known_hosts)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+                if conn.recv(8).startswith(b"SSH-"):
+                    return sshd
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.1)
+    log = (folder / "sshd.log").read_text(errors="replace")
+    sshd.stop()
+    raise RuntimeError(f"sshd did not come up on port {port}: {log}")
