@@ -204,14 +204,12 @@ class SshHost(dg.ConfigurableResource):
     def measure(self, bench, base_url: str, served_model: str, workload, vocab_size: int, repeats: int,
                 warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
                 max_model_len: int | None = None) -> Measurement:
-        """The benchmark client on the host beside the server; its records come back to records_dir."""
+        """The benchmark client on the host beside the server. Its records are written into the
+        step's folder there, which comes back whole with the server log at teardown."""
         transport, local = self.transport(), Path(records_dir) if records_dir else None
         host_records = transport.host_dir(local) if local else f"{self.ssh().workdir}/runs/bench"
         reply = transport.call("bench", {
             "base_url": base_url, "served_model": served_model, "workload": workload.model_dump(mode="json"),
             "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
             "records_dir": host_records, "max_model_len": max_model_len}, timeout_s=24 * 3600)
-        if local is not None:
-            local.mkdir(parents=True, exist_ok=True)
-            transport.fetch(host_records, local)
         return Measurement.model_validate(reply)
