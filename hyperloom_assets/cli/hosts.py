@@ -25,7 +25,7 @@ from hyperloom_assets.resources.store.results import ResultStore
 
 REPO = Path(__file__).resolve().parents[2]
 # What the host agent and the benchmark client import, at this machine's versions.
-CLIENT_DISTRIBUTIONS = ("pydantic", "psutil", "aiohttp", "PyYAML", "numpy", "scipy")
+CLIENT_DISTRIBUTIONS = ("pydantic", "psutil", "aiohttp", "PyYAML", "numpy", "scipy", "packaging")
 WRITE_STDIN_TO = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); "
                   "p.write_bytes(sys.stdin.buffer.read())")
 
@@ -54,7 +54,7 @@ def check(fleet: HostFleet, names: list[str]) -> int:
         try:
             host = fleet.host(name)
             facts = host.facts()
-        except (ServerError, ValueError) as error:
+        except (ServerError, ValueError, RuntimeError) as error:
             print(f"{name}: unavailable: {error}")
             failed += 1
             continue
@@ -110,6 +110,6 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         return bootstrap(host)
-    except ServerError as error:
+    except (ServerError, RuntimeError) as error:
         print(f"{args.name}: unavailable: {error}", file=sys.stderr)
         return 1
