@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from benchmarks.support.fleet_run import backfill, deployed, fleet_env, overlaps, wait_finished, write_fleet  # noqa: E402
+from benchmarks.support.fleet_run import (  # noqa: E402
+    backfill, deployed, failures, fleet_env, overlaps, wait_finished, write_fleet)
 from benchmarks.support.fleet_services import start_postgres, start_redis, start_sshd  # noqa: E402
 from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.resources.store.leases import HostLeases  # noqa: E402
@@ -93,11 +94,14 @@ def main() -> int:
             backfill(root, env, "baseline_job", sorted(host_of))
             records = wait_finished(root, args.targets, deadline_s=120 + 90 * args.targets / args.hosts)
         result = summarize(records, host_of, args.hosts, HostLeases(ResultStore(url=url)).held())
+        result["failures"] = failures(root / "home")
     finally:
         for service in (*sshds, redis, postgres):
             service.stop()
         shutil.rmtree(root, ignore_errors=True)
     print_table(result)
+    for target, why in result["failures"].items():
+        print(f"failed: {target}: {why}")
     write_results("fleet", result)
     met = (result["makespan_over_ideal"] <= MAKESPAN_GOAL and not sum(result["overlaps_per_host"].values())
            and not result["stale_leases"] and result["succeeded"] == result["targets"])

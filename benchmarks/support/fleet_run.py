@@ -117,9 +117,28 @@ def wait_finished(root: Path, count: int, deadline_s: float) -> list[dg.RunRecor
         if len(records) == count and all(r.dagster_run.is_finished for r in records):
             return records
         time.sleep(2)
-    logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(root.glob("*.log")))
-    raise TimeoutError(f"runs not finished in {deadline_s:.0f} s\n{logs}")
+    statuses = {r.dagster_run.tags.get("dagster/partition"): r.dagster_run.status.value for r in records}
+    events = [f"--- {p.name}\n" + "\n".join(line for line in p.read_text(errors="replace").splitlines()
+                                           if any(word in line for word in ("received", "succeeded", "ERROR", "rror:")))
+              for p in sorted(root.glob("worker-*.log"))]
+    daemon = (root / "daemon.log").read_text(errors="replace")
+    problems = "\n".join(line for line in daemon.splitlines() if "ERROR" in line or "rror" in line)[-4000:]
+    raise TimeoutError(f"runs not finished in {deadline_s:.0f} s: {statuses}\n" + "\n".join(events)
+                       + f"\n--- daemon errors\n{problems}")
 
 
 def overlaps(first: dg.RunRecord, second: dg.RunRecord) -> bool:
     return first.start_time < second.end_time and second.start_time < first.end_time
+
+
+def failures(home: Path) -> dict[str, list[str]]:
+    """Why each run that did not succeed failed: its failure events, by target."""
+    found: dict[str, list[str]] = {}
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        for run in instance.get_runs():
+            if run.status != dg.DagsterRunStatus.SUCCESS:
+                found[run.tags.get("dagster/partition", run.run_id)] = [
+                    str(e.dagster_event.event_specific_data)[:2000] for e in instance.all_logs(run.run_id)
+                    if e.dagster_event and e.dagster_event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE",
+                                                                                 "ENGINE_EVENT") and "rror" in str(e.dagster_event.event_specific_data)]
+    return found

@@ -15,20 +15,13 @@ from pathlib import Path
 import psutil
 
 from hyperloom_assets.core.fleet.leases import Holder
+from hyperloom_assets.resources.hosts.process_group import start_ticks
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _start_ticks(pid: int | str) -> str:
-    # Field 22 of /proc/PID/stat: start time in clock ticks since boot, exact and the same
-    # from any process (psutil's wall-clock creation time can differ by a second between
-    # readers). The comm field (2) may hold spaces, so count from its closing parenthesis.
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2:].split()[19]
-
-
 def _pid1_start_ticks() -> str:
-    return _start_ticks(1)
+    return str(start_ticks(1))
 
 
 def current_scope() -> str:
@@ -39,10 +32,8 @@ def current_scope() -> str:
 
 def process_start(pid: int) -> float | None:
     """When the process started, in seconds since boot; None when there is no such process."""
-    try:
-        return int(_start_ticks(pid)) / CLOCK_TICKS
-    except (OSError, ValueError, IndexError):
-        return None
+    ticks = start_ticks(pid)
+    return None if ticks is None else ticks / CLOCK_TICKS
 
 
 def pid_alive(pid: int, start: float) -> bool:

@@ -28,10 +28,8 @@ from hyperloom_assets.core.models import Strict
 log = logging.getLogger(__name__)
 
 PIDFILE_SUFFIX = ".server.json"
-# psutil derives creation times from the boot time in /proc/stat, which two processes can
-# read a second apart; pidfiles are checked from other processes (the reaper, an SSH
-# host's agent), so allow that second. A reused pid must also match the cmdline.
-_CREATE_TIME_SLACK_S = 1.5
+# psutil rounds creation times; a real restart under the same pid differs by far more.
+_CREATE_TIME_SLACK_S = 0.05
 
 
 class PidRecord(Strict):
@@ -41,6 +39,12 @@ class PidRecord(Strict):
     create_time: float
     owner_pid: int
     owner_create_time: float
+    # Start times in clock ticks since boot (/proc/PID/stat): exact from any process.
+    # psutil's wall-clock creation time moves with the clock (boot time is "now minus
+    # uptime"), so two processes can disagree on it; pidfiles are read by the reaper of
+    # a later run and by an SSH host's agent. None in pidfiles written before this field.
+    start_ticks: int | None = None
+    owner_start_ticks: int | None = None
     log_path: str | None = None
 
 
@@ -101,6 +105,7 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
     record = PidRecord(
         pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
+        start_ticks=start_ticks(popen.pid), owner_start_ticks=start_ticks(me.pid),
     )
     pidfile = _pidfile(pid_dir, popen.pid)
     _write_pidfile(pidfile, record)
@@ -197,11 +202,26 @@ def teardown(server: ServerProcess, term_wait_s: float = 15.0, kill_wait_s: floa
     return result
 
 
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: the start in clock ticks since boot; None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rindex(")") + 2:].split()[19])  # the comm field (2) may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _same_start(proc: psutil.Process, ticks: int | None, create_time: float) -> bool:
+    if ticks is not None:
+        return start_ticks(proc.pid) == ticks
+    return abs(proc.create_time() - create_time) <= _CREATE_TIME_SLACK_S
+
+
 def _matches(record: PidRecord) -> psutil.Process | None:
     """The live leader if it is still the process the pidfile names, else None."""
     try:
         proc = psutil.Process(record.pid)
-        same = abs(proc.create_time() - record.create_time) <= _CREATE_TIME_SLACK_S
+        same = _same_start(proc, record.start_ticks, record.create_time)
         return proc if same and proc.cmdline() == record.cmdline and _alive(proc) else None
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
@@ -210,7 +230,7 @@ def _matches(record: PidRecord) -> psutil.Process | None:
 def _owner_alive(record: PidRecord) -> bool:
     try:
         owner = psutil.Process(record.owner_pid)
-        return _alive(owner) and abs(owner.create_time() - record.owner_create_time) <= _CREATE_TIME_SLACK_S
+        return _alive(owner) and _same_start(owner, record.owner_start_ticks, record.owner_create_time)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 

