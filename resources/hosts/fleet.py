@@ -15,7 +15,7 @@ from typing import Iterator
 
 import dagster as dg
 
-from hyperloom_assets.core.config.hosts import LOCAL, HostConfig, HostsError, load_hosts
+from hyperloom_assets.core.config.hosts import LOCAL, HostsError, load_hosts
 from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -37,10 +37,6 @@ class HostFleet(dg.ConfigurableResource):
     catalog: TargetCatalog
     store: ResultStore
     lease_ttl_s: float = DEFAULT_TTL_S
-
-    def configs(self) -> dict[str, HostConfig]:
-        hosts, _ = load_hosts(self.catalog.hosts_path())
-        return hosts
 
     def host(self, name: str):
         """The host resource for a name of the hosts file; HostsError naming what is wrong."""

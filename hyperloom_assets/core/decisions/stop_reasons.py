@@ -30,7 +30,9 @@ DESCRIPTIONS: dict[StopReason, str] = {
     StopReason.NO_MORE_CANDIDATES: "every planned variant was tried (or already in the ledger) and re-planning found none new",
     StopReason.BASELINE_FAILED: "the baseline could not be measured: three consecutive failures, or refused by a guard (invariant 6)",
     StopReason.BASELINE_ARG_ERROR: "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",
-    StopReason.ENVIRONMENT_UNAVAILABLE: "the engine release or host could not be provided (a release run whose install or host lease failed)",
+    StopReason.ENVIRONMENT_UNAVAILABLE: ("the engine release or host could not be provided: a release run whose install "
+                                         "failed, a host held by another run (its lease), an SSH host that cannot be "
+                                         "reached, or a host `python` without the engine"),
     StopReason.CANCELLED: "the run was cancelled by the operator; finished trials stay in the ledger",
 }
 
