@@ -63,20 +63,22 @@ def check(fleet: HostFleet, names: list[str]) -> int:
     return 1 if failed else 0
 
 
-def _wheel() -> Path:
-    out = Path(tempfile.mkdtemp(prefix="hyperloom-wheel-"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(REPO)], check=True, timeout=600)
-    return next(out.glob("hyperloom_assets-*.whl"))
+def _wheel() -> tuple[str, bytes]:
+    """This project as a wheel: its file name and bytes (built in a folder removed after)."""
+    with tempfile.TemporaryDirectory(prefix="hyperloom-wheel-") as out:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                        "-w", out, str(REPO)], check=True, timeout=600)
+        wheel = next(Path(out).glob("hyperloom_assets-*.whl"))
+        return wheel.name, wheel.read_bytes()
 
 
 def bootstrap(host: SshHost) -> int:
     """Copy this project's wheel to the host and install it with the client's dependencies."""
     config, transport = host.ssh(), host.transport()
-    wheel = _wheel()
-    remote = f"{config.workdir}/bootstrap/{wheel.name}"
+    wheel_name, wheel = _wheel()
+    remote = f"{config.workdir}/bootstrap/{wheel_name}"
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in CLIENT_DISTRIBUTIONS]
-    steps = [([config.python, "-c", WRITE_STDIN_TO, remote], wheel.read_bytes()),
+    steps = [([config.python, "-c", WRITE_STDIN_TO, remote], wheel),
              ([config.python, "-m", "pip", "install", "--quiet", *pins], b""),
              ([config.python, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", remote], b"")]
     for argv, stdin in steps:
@@ -84,7 +86,7 @@ def bootstrap(host: SshHost) -> int:
         if done.returncode != 0:
             print(f"{host.name}: {argv[1:4]} failed:\n{done.stderr.decode(errors='replace')[-2000:]}", file=sys.stderr)
             return 1
-    print(f"{host.name}: installed {wheel.name} and {', '.join(pins)} into {config.python}")
+    print(f"{host.name}: installed {wheel_name} and {', '.join(pins)} into {config.python}")
     print("\n".join(facts_lines(host.facts())))
     return 0
 
