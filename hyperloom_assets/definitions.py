@@ -14,13 +14,14 @@ from hyperloom_assets.assets.concurrency_sweep import build_sweep_asset
 from hyperloom_assets.assets.final_report import build_report_asset
 from hyperloom_assets.assets.observations import build_observations
 from hyperloom_assets.assets.optimization_stack import build_stack_asset
-from hyperloom_assets.assets.partitions import target_partitions
+from hyperloom_assets.assets.partitions import partition_hosts
 from hyperloom_assets.assets.roofline import build_roofline_asset
 from hyperloom_assets.assets.trials import build_trials_asset
 from hyperloom_assets.core.config.targets import targets_dir
 from hyperloom_assets.jobs import build_jobs
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
 from hyperloom_assets.resources.store.results import ResultStore
@@ -39,29 +40,35 @@ def default_host() -> LocalHost:
 
 def build_defs(folder: Path | None = None, host: LocalHost | None = None, store: ResultStore | None = None,
                envs: ReleaseEnvironments | None = None) -> dg.Definitions:
-    """The graph for a targets folder; tests pass their own folder, host and store."""
+    """The graph for a targets folder; tests pass their own folder, local host and store.
+
+    `host` is this machine; the hosts file (beside the targets folder, or
+    `HYPERLOOM_HOSTS_FILE`) adds the others, and each target serves on the one it names.
+    """
     folder = (folder or targets_dir()).resolve()
-    partitions = target_partitions(folder)
-    host = host or default_host()
-    pool = host.pool()
+    catalog = TargetCatalog(folder=str(folder))
+    host_of = partition_hosts(folder, catalog.host_names())
+    partitions = dg.StaticPartitionsDefinition(list(host_of))
+    store = store or ResultStore()
+    hosts = HostFleet(local=host or default_host(), catalog=catalog, store=store)
     assets = [
         *build_observations(partitions),
-        build_baseline_asset(partitions, pool),
+        build_baseline_asset(partitions),
         build_roofline_asset(partitions),
         build_candidates_asset(partitions),
-        build_trials_asset(partitions, pool),
+        build_trials_asset(partitions),
         build_accepted_patches_asset(partitions),
-        build_stack_asset(partitions, pool),
-        build_sweep_asset(partitions, pool),
+        build_stack_asset(partitions),
+        build_sweep_asset(partitions),
         build_report_asset(partitions),
     ]
-    jobs = build_jobs(partitions)
+    jobs = build_jobs(partitions, host_of)
     return dg.Definitions(
         assets=assets,
         jobs=jobs,
         sensors=build_sensors(partitions, {job.name: job for job in jobs}),
-        resources={"catalog": TargetCatalog(folder=str(folder)), "host": host,
-                   "bench": BenchmarkClient(), "store": store or ResultStore(), "envs": envs or ReleaseEnvironments()},
+        resources={"catalog": catalog, "hosts": hosts, "bench": BenchmarkClient(), "store": store,
+                   "envs": envs or ReleaseEnvironments()},
     )
 
 

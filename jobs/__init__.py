@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from typing import Mapping
+
 import dagster as dg
+
+from hyperloom_assets.core.fleet.tags import host_run_tags
 
 # baseline_job: framework_tree, server_config (group "observed"), baseline, roofline.
 BASELINE_GROUPS = ("observed", "baseline")
@@ -10,20 +15,31 @@ BASELINE_GROUPS = ("observed", "baseline")
 SWEEP_GROUPS = ("sweep",)
 
 
-def _job(name: str, selection: dg.AssetSelection, partitions: dg.PartitionsDefinition, description: str):
+def host_tagged(partitions: dg.PartitionsDefinition, host_of: Mapping[str, str]) -> dg.PartitionedConfig:
+    """Every run of a target is tagged with its host (the run queue's limit, the Celery queue)."""
+    return dg.PartitionedConfig(
+        partitions_def=partitions, run_config_for_partition_key_fn=lambda key: {},
+        tags_for_partition_key_fn=lambda key: host_run_tags(host_of.get(key, "local"), os.environ))
+
+
+def _job(name: str, selection: dg.AssetSelection, config: dg.PartitionedConfig, description: str):
     # In-process: the steps run one after another anyway (one launch per host at a
     # time), and a process per step would cost seconds of imports each.
-    return dg.define_asset_job(name, selection=selection, partitions_def=partitions,
+    return dg.define_asset_job(name, selection=selection, config=config,
                                executor_def=dg.in_process_executor, description=description)
 
 
-def build_jobs(partitions: dg.PartitionsDefinition) -> list:
-    """`baseline_job`, `optimize_job` (the whole graph) and `sweep_job`, all by target."""
+def build_jobs(partitions: dg.PartitionsDefinition, host_of: Mapping[str, str] | None = None) -> list:
+    """`baseline_job`, `optimize_job` (the whole graph) and `sweep_job`, all by target.
+
+    `host_of`: each target's host (default `local`), for the runs' host tags.
+    """
+    config = host_tagged(partitions, dict(host_of or {}))
     return [
-        _job("baseline_job", dg.AssetSelection.groups(*BASELINE_GROUPS), partitions,
+        _job("baseline_job", dg.AssetSelection.groups(*BASELINE_GROUPS), config,
              "Observe the inputs, measure the baseline, compute the roofline."),
-        _job("optimize_job", dg.AssetSelection.all(include_sources=True), partitions,
+        _job("optimize_job", dg.AssetSelection.all(include_sources=True), config,
              "The whole graph: baseline, roofline, candidates, trials, stack, sweep, report."),
-        _job("sweep_job", dg.AssetSelection.groups(*SWEEP_GROUPS), partitions,
+        _job("sweep_job", dg.AssetSelection.groups(*SWEEP_GROUPS), config,
              "The concurrency sweep and the final report, from the stored stack."),
     ]

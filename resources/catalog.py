@@ -6,23 +6,33 @@ from pathlib import Path
 
 import dagster as dg
 
-from hyperloom_assets.core.config.targets import Target, TargetError, load_target, load_targets, targets_dir
+from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
+from hyperloom_assets.core.config.targets import HostNames, Target, TargetError, load_target, load_targets, targets_dir
 
 
 class TargetCatalog(dg.ConfigurableResource):
-    """`folder`: the targets folder (default `HYPERLOOM_TARGETS_DIR` or `targets/`)."""
+    """`folder`: the targets folder (default `HYPERLOOM_TARGETS_DIR` or `targets/`);
+    `hosts_file`: the hosts a target may name (default `HYPERLOOM_HOSTS_FILE`, else
+    `hosts.yaml` beside the targets folder)."""
 
     folder: str | None = None
+    hosts_file: str | None = None
 
     def path(self) -> Path:
         return Path(self.folder).resolve() if self.folder else targets_dir()
 
+    def hosts_path(self) -> Path:
+        return Path(self.hosts_file).resolve() if self.hosts_file else hosts_file(self.path())
+
+    def host_names(self) -> HostNames:
+        return load_host_names(self.hosts_path())[0]
+
     def target(self, name: str) -> Target:
-        """One target, fully checked (paths too); raises dagster.Failure naming file and field."""
+        """One target, fully checked (paths and host too); raises dagster.Failure naming file and field."""
         try:
-            return load_target(self.path(), name)
+            return load_target(self.path(), name, self.host_names())
         except TargetError as exc:
             raise dg.Failure(description=f"bad target file: {exc}", metadata={"problems": [str(p) for p in exc.problems]}) from exc
 
     def all(self, check_paths: bool = False):
-        return load_targets(self.path(), check_paths=check_paths)
+        return load_targets(self.path(), check_paths=check_paths, hosts=self.host_names())

@@ -107,8 +107,8 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
             if check_launch is not None:
                 check_launch(launch)
             ready_at = time.monotonic()
-            measurement = bench.measure(
-                launch.base_url, launch.served_model, workload, contract.vocab_size,
+            measurement = host.measure(
+                bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
                 repeats=contract.repeats, warmups=contract.warmups,
                 num_prompts=num_prompts or contract.num_prompts, records_dir=run_dir,
                 max_model_len=contract.max_model_len, timeout_s=overtime_s, progress=round_logger(label, spec),
@@ -148,7 +148,7 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
             if workload.kind != "agentic":
                 num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
             rung_label = f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})"
-            measurement = bench.measure(launch.base_url, launch.served_model, workload, contract.vocab_size,
+            measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
                                         repeats=1, warmups=default_warmups(rung), num_prompts=num_prompts,
                                         records_dir=run_dir / f"c{rung}",
                                         max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec))

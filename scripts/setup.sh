@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make setup: the project venv at .venv with pinned versions, the engine, Debian's chromium
-# for the browser test, the instance config. Idempotent: when pyproject.toml, constraints.txt
-# and this script are unchanged since the last successful install, it only re-checks the
-# removals, the browser and the config.
+# for the browser test and the fleet tiers' services, the instance config. Idempotent: when
+# pyproject.toml, constraints.txt and this script are unchanged since the last successful
+# install, it only re-checks the removals, the Debian packages and the config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -10,6 +10,20 @@ PY="$VENV/bin/python"
 DAGSTER_HOME="${DAGSTER_HOME:-$PWD/.dagster_home}"
 STAMP="$VENV/.hyperloom-setup-stamp"
 want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha1sum | cut -d' ' -f1)
+
+# The fleet tiers' services, from Debian's packages where missing: PostgreSQL 15 (the
+# shared store), Redis (the Celery broker), OpenSSH's sshd and client (the SSH host).
+missing=()
+[ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql)
+[ -x /usr/bin/redis-server ] || missing+=(redis-server)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]} from Debian"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=(); else SUDO=(sudo -n); fi
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 
 if [ ! -x "$PY" ]; then
   python3.11 -m venv "$VENV" 2>/dev/null || python3 -m venv "$VENV"
@@ -35,5 +49,5 @@ if [ ! -x /usr/bin/chromium ]; then
   "${SUDO[@]}" apt-get update -qq
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-"$PY" -m hyperloom_assets.cli.instance_config "$DAGSTER_HOME"
+"$PY" -m hyperloom_assets.cli instance-config "$DAGSTER_HOME"
 echo "setup ok: $VENV ($("$PY" -c 'import vllm, dagster; print("vllm", vllm.__version__, "dagster", dagster.__version__)' 2>/dev/null | tail -1)), DAGSTER_HOME=$DAGSTER_HOME"

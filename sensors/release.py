@@ -31,10 +31,12 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.releases.policy import MAX_RELEASE_RUNS_PER_TICK, decide
 from hyperloom_assets.core.releases.run import PACKAGE_TAG, TRIGGER_TAG, VERSION_TAG
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost, pool_name
+from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.owner_scope import current_scope, pid_alive
 from hyperloom_assets.resources.releases.identity import installed_version, release_distribution
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.releases.package_index import PackageIndex, PackageIndexError, Releases
+from hyperloom_assets.resources.store.leases import HostLeases
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.sensors.target_change import list_target_files, poll_seconds
 
@@ -66,7 +68,7 @@ def parse_floor(package: str, text: str | None, log) -> Version | None:
         return None
 
 
-def affected_targets(folder: Path, partition_keys: set[str], has_gpu: Callable[[], bool], log) -> list[Affected]:
+def affected_targets(folder: Path, partition_keys: set[str], has_gpu: Callable[[str], bool], log) -> list[Affected]:
     """Every good, partitioned target that serves a released engine (no framework_tree)."""
     files, problem = list_target_files(folder)
     if problem:
@@ -83,15 +85,17 @@ def affected_targets(folder: Path, partition_keys: set[str], has_gpu: Callable[[
         if target.framework_tree is not None:
             continue
         # Only an engine with a CPU build of its own depends on the host's kind; the GPU tool is asked only then.
-        package = release_distribution(target.engine, has_gpu() if engine_for(target.engine).cpu_release_distribution else True)
+        package = release_distribution(target.engine,
+                                       has_gpu(target.host) if engine_for(target.engine).cpu_release_distribution else True)
         if package is None:
             continue  # its releases are not on the package index
         affected.append(Affected(name, target.host, package, parse_floor(package, installed_version(package), log)))
     return affected
 
 
-def busy_hosts(instance: dg.DagsterInstance, job_names: list[str], host_of: dict[str, str], log) -> dict[str, str]:
-    """Hosts with a run of this code location's jobs in progress, or a claimed pool slot."""
+def busy_hosts(instance: dg.DagsterInstance, job_names: list[str], host_of: dict[str, str], store: ResultStore,
+               log) -> dict[str, str]:
+    """Hosts with a run of this code location's jobs in progress, or a lease on record."""
     busy: dict[str, str] = {}
     for job_name in job_names:
         for record in instance.get_run_records(dg.RunsFilter(job_name=job_name, statuses=BUSY_STATUSES)):
@@ -99,15 +103,23 @@ def busy_hosts(instance: dg.DagsterInstance, job_names: list[str], host_of: dict
             host = host_of.get(run.tags.get("dagster/partition", ""))
             if host is not None:
                 busy.setdefault(host, f"run {run.run_id} ({job_name}, {run.status.value}) in progress")
-    for host in set(host_of.values()) - set(busy):
-        pool = pool_name(host)
-        try:
-            claimed = instance.event_log_storage.get_concurrency_info(pool).claimed_slots
-        except Exception as exc:  # noqa: BLE001 - storages without pools say so in many ways
-            log.debug(f"pool {pool} unreadable: {exc}")
+    for host, why in leased_hosts(store).items():
+        busy.setdefault(host, why)
+    return busy
+
+
+def leased_hosts(store: ResultStore) -> dict[str, str]:
+    """Hosts whose lease stops a run now: a live holder, or another scope's (even expired:
+    only an operator's recovery frees it). A dead holder of this scope is not busy: the
+    next run reclaims its lease."""
+    scope, busy = current_scope(), {}
+    now = datetime.now(timezone.utc)
+    for lease in HostLeases(store).held():
+        holder = lease.holder
+        if holder.scope == scope and not pid_alive(holder.pid, holder.pid_start):
             continue
-        if claimed:
-            busy[host] = f"pool {pool} has {len(claimed)} claimed slot(s)"
+        state = "expired, needs `hyperloom recover`" if holder.scope != scope and lease.expired(now) else "held"
+        busy[lease.host] = f"leased by {holder.describe()} since {lease.since()} ({state})"
     return busy
 
 
@@ -179,12 +191,12 @@ class Tick:
 
 def evaluate_releases(context: dg.SensorEvaluationContext, *, folder: Path, partition_keys: set[str],
                       job_names: list[str], store: ResultStore, index: PackageIndex,
-                      has_gpu: Callable[[], bool], now: datetime | None = None) -> dg.SensorResult:
+                      has_gpu: Callable[[str], bool], now: datetime | None = None) -> dg.SensorResult:
     log = context.log
     affected = affected_targets(folder, partition_keys, has_gpu, log)
     releases = fetch_releases(index, {item.package for item in affected}, log)
     seen = read_seen(context.cursor)
-    busy = busy_hosts(context.instance, job_names, {item.target: item.host for item in affected}, log)
+    busy = busy_hosts(context.instance, job_names, {item.target: item.host for item in affected}, store, log)
     tick = Tick(ReleaseLedger(store), busy, now or datetime.now(timezone.utc), log, [])
     for item in affected:
         newest = releases[item.package].newest if item.package in releases else None
@@ -202,17 +214,17 @@ def evaluate_releases(context: dg.SensorEvaluationContext, *, folder: Path, part
     return dg.SensorResult(run_requests=tick.requests, skip_reason=skip, cursor=cursor)
 
 
-def host_has_gpu(host: LocalHost, log) -> Callable[[], bool]:
-    answer: list[bool] = []
+def host_has_gpu(hosts: HostFleet, log) -> Callable[[str], bool]:
+    answers: dict[str, bool] = {}
 
-    def has_gpu() -> bool:
-        if not answer:
+    def has_gpu(name: str) -> bool:
+        if name not in answers:
             try:
-                answer.append(bool(host.gpu_names()))
+                answers[name] = bool(hosts.host(name).gpu_names())
             except Exception as exc:  # noqa: BLE001 - an unreadable GPU tool means no usable GPU
-                log.warning(f"GPU tool unreadable, assuming a CPU host: {exc}")
-                answer.append(False)
-        return answer[0]
+                log.warning(f"host {name!r}: GPU tool unreadable, assuming a CPU host: {exc}")
+                answers[name] = False
+        return answers[name]
 
     return has_gpu
 
@@ -224,9 +236,9 @@ def build_release_sensor(partitions: dg.StaticPartitionsDefinition, job, job_nam
                default_status=dg.DefaultSensorStatus.STOPPED,
                description="Polls the package index for new engine releases; one optimize_job run per affected "
                            "target, with invariant 10's cooldown.")
-    def framework_release_sensor(context: dg.SensorEvaluationContext, catalog: TargetCatalog, host: LocalHost,
+    def framework_release_sensor(context: dg.SensorEvaluationContext, catalog: TargetCatalog, hosts: HostFleet,
                                  store: ResultStore) -> dg.SensorResult:
         return evaluate_releases(context, folder=catalog.path(), partition_keys=partition_keys, job_names=job_names,
-                                 store=store, index=PackageIndex(), has_gpu=host_has_gpu(host, context.log))
+                                 store=store, index=PackageIndex(), has_gpu=host_has_gpu(hosts, context.log))
 
     return framework_release_sensor

@@ -38,7 +38,7 @@ from hyperloom_assets.core.results import BaselineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
@@ -164,8 +164,8 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
                                        contract=contract, run_dir=folder, run_id=run_id, context_key=key,
                                        check_launch=prefix_cache_guard(target))
         except ServerError as exc:
-            # A busy host says nothing about the config, so it is not an attempt of it.
-            if exc.error_class != "preflight":
+            # A busy or unreachable host says nothing about the config, so it is not an attempt of it.
+            if exc.error_class not in ("preflight", "environment_unavailable"):
                 failures += 1
                 store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
                                               detail=str(exc), run_id=run_id)
@@ -204,14 +204,15 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
                           run_id=run_id, release=release)
 
 
-def build_baseline_asset(partitions: dg.PartitionsDefinition, pool: str):
-    @dg.asset(partitions_def=partitions, group_name="baseline", pool=pool,
+def build_baseline_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="baseline",
               deps=["framework_tree", "server_config"], dagster_type=BaselineResult,
               check_specs=check_specs("baseline", BASELINE_CHECKS, partitions),
               description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
-    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
+    def baseline(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                  store: ResultStore, envs: ReleaseEnvironments) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
+        host = hosts.for_target(target)
         with recorded_stops(context, store, "baseline"):
             contract = workload_contract(target)  # bad input fails before a release env or a server
             release = prepare_release(context.run.tags, context.partition_key, envs, store)

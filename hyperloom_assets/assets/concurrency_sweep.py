@@ -11,7 +11,7 @@ from hyperloom_assets.core.report.tables import sweep_table
 from hyperloom_assets.core.results import BaselineResult, StackResult, SweepResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_sweep
 from hyperloom_assets.resources.store.results import ResultStore
@@ -24,14 +24,15 @@ def sweep_rows(config: str, results) -> list[dict]:
             for rung, m in results]
 
 
-def build_sweep_asset(partitions: dg.PartitionsDefinition, pool: str):
-    @dg.asset(partitions_def=partitions, group_name="sweep", pool=pool,
+def build_sweep_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="sweep",
               description="Baseline and stack over the concurrency ladder, one launch per configuration.")
-    def concurrency_sweep(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+    def concurrency_sweep(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet,
                           bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
                           optimization_stack: StackResult) -> dg.Output[SweepResult]:
         name = context.partition_key
         target = catalog.target(name)
+        host = hosts.for_target(target)
         ladder = target.sweep_ladder()
         configs = [("baseline", baseline.spec)]
         if optimization_stack.keepers:

@@ -33,7 +33,7 @@ from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.store.results import ResultStore
@@ -43,12 +43,13 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="sweep", dagster_type=str,
               check_specs=check_specs("final_report", REPORT_CHECKS, partitions),
               description="Markdown, plots and JSON: the headline, every trial, the stack, the sweep, the commands.")
-    def final_report(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, store: ResultStore,
+    def final_report(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, store: ResultStore,
                      baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
                      optimization_stack: StackResult,
                      concurrency_sweep: SweepResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         name = context.partition_key
         target = catalog.target(name)
+        host = hosts.for_target(target)
         folder = step_dir(host, name, context.run.run_id, "report")
         inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,
                                concurrency_sweep, folder, store.measurements(name), context.run.run_id)

@@ -23,7 +23,7 @@ from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import BaselineResult, StackResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
@@ -89,14 +89,15 @@ def stack_result(target, baseline: BaselineResult, trials: TrialsResult, base: L
                        stop_reason=trials.climb.stop_reason)
 
 
-def build_stack_asset(partitions: dg.PartitionsDefinition, pool: str):
-    @dg.asset(partitions_def=partitions, group_name="exploit", pool=pool,
+def build_stack_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="exploit",
               dagster_type=StackResult, check_specs=check_specs("optimization_stack", STACK_CHECKS, partitions),
               description="The keepers composed; the gain validated interleaved on fresh servers.")
-    def optimization_stack(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+    def optimization_stack(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet,
                            bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
                            trials: TrialsResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
+        host = hosts.for_target(target)
         base, top, argv = [], [], []
         with recorded_stops(context, store, "optimization_stack"):
             if trials.climb.keepers:

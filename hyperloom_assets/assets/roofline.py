@@ -13,7 +13,7 @@ from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.roofline import achieved, kv_cache_dtype_from_args, workload_roofline
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.hardware import target_hardware
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 
 
 def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
@@ -32,9 +32,10 @@ def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
 def build_roofline_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="baseline",
               description="The decode ceiling for this model, workload and hardware; achieved share of it.")
-    def roofline(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost,
+    def roofline(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet,
                  baseline: BaselineResult) -> dg.Output[RooflineResult]:
         target = catalog.target(context.partition_key)
+        host = hosts.for_target(target)
         result = compute_roofline(target, baseline, host)
         for warning in result.warnings:
             context.log.warning(warning)

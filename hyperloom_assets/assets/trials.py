@@ -35,19 +35,20 @@ from hyperloom_assets.core.report.tables import trials_table
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
 
 
-def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
-    @dg.asset(partitions_def=partitions, group_name="explore", pool=pool,
+def build_trials_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="explore",
               description="The climb: each variant against the running best, re-planning after each keeper.")
-    def trials(context: AssetExecutionContext, catalog: TargetCatalog, host: LocalHost, bench: BenchmarkClient,
+    def trials(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                store: ResultStore, baseline: BaselineResult, roofline: RooflineResult,
                candidates: list[Variant]) -> dg.Output[TrialsResult]:
         target = catalog.target(context.partition_key)
+        host = hosts.for_target(target)
         with recorded_stops(context, store, "trials"):
             result = run_climb(context, target, host, bench, store, baseline, roofline, candidates)
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
@@ -127,6 +128,9 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
                                        context_key=key, fingerprint=fingerprint, overtime_s=limit)
         except ServerError as exc:
+            if exc.error_class == "environment_unavailable":  # the host, not the variant: never a failed trial
+                raise dg.Failure(description=f"environment_unavailable: {exc}",
+                                 metadata={"stop_reason": "environment_unavailable"}) from exc
             return TrialMeasurement(error_class=exc.error_class, error=str(exc), argv=exc.argv, env=spec.env)
         except MeasurementOvertime as exc:
             return TrialMeasurement(error_class=OVERTIME, error=str(exc), measuring_s=exc.measuring_s,

@@ -1,34 +1,47 @@
-"""Writes the Dagster instance config (`dagster.yaml`) into DAGSTER_HOME.
+"""`hyperloom instance-config [DAGSTER_HOME]`: the Dagster instance config for this environment.
 
-One serving launch per host at a time: every asset that launches a server declares its
-host's pool, and every pool is limited to 1. No telemetry, and no NUX: without `nux`
-the UI greets every fresh instance on localhost with a "Join the Dagster community"
-newsletter dialog over the page.
+Always: one run in progress per host (every run carries its target's `hyperloom/host`
+tag, and the run queue limits each unique value to 1). With `HYPERLOOM_POSTGRES_URL`,
+runs, event logs and schedules live in that PostgreSQL database (dagster-postgres),
+checked to connect first. With `HYPERLOOM_CELERY_BROKER`, runs are launched as Celery
+tasks on their host's queue (dagster-celery's run launcher), and `celery.yaml` beside
+`dagster.yaml` is the config its workers start with. No telemetry,
+and no NUX: without `nux` the UI greets every fresh instance on localhost with a "Join
+the Dagster community" newsletter dialog over the page.
 
 Run monitoring (it runs in the daemon: `dagster dev` or `dagster-daemon run`): a run
 whose worker never started is failed after start_timeout_seconds; a run being
 terminated whose worker is gone (so nothing answers the cancel) is marked canceled
 after cancel_timeout_seconds, longer than a teardown's worst case (15 s TERM wait plus
-5 s KILL wait per server); and the pool slots of a run that ended without releasing them
-(its worker died) are freed free_slots_after_run_end_seconds after it ended. Dagster's
+5 s KILL wait per server); and the concurrency slots of a run that ended without
+releasing them are freed free_slots_after_run_end_seconds after it ended. Dagster's
 default run launcher has no worker health check, so monitoring cannot see a worker
-that died while its run was STARTED; the host resource does that at the next run on
-the host (resources/hosts/run_workers.py), daemon or not. No max_runtime_seconds: a
-GPU run may legitimately take many hours.
+that died while its run was STARTED (it would hold its host's run slot forever); the
+host resource does that at the next run on the host (resources/hosts/run_workers.py),
+daemon or not. No max_runtime_seconds: a GPU run may legitimately take many hours.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from hyperloom_assets.resources.store.database import DatabaseUnavailable, check_connects, postgres_url
 
 INSTANCE_YAML = """\
-# Written by `make setup` (hyperloom_assets/cli/instance_config.py); edits are overwritten.
+# Written by `make setup` (hyperloom instance-config); edits are overwritten.
 concurrency:
-  pools:
-    default_limit: 1   # one serving launch per GPU host at a time
   runs:
     max_concurrent_runs: 4
+    # One run in progress per GPU host: every run carries its target's host tag.
+    tag_concurrency_limits:
+      - key: hyperloom/host
+        value: {applyLimitPerUniqueValue: true}
+        limit: 1
 run_monitoring:
   enabled: true
   start_timeout_seconds: 300
@@ -41,14 +54,67 @@ nux:
   enabled: false
 """
 
+CELERY_BROKER_ENV = "HYPERLOOM_CELERY_BROKER"
+CELERY_BACKEND_ENV = "HYPERLOOM_CELERY_BACKEND"  # default: the broker
+# Runs without a host tag (none of this project's jobs) would wait here for a worker.
+CELERY_DEFAULT_QUEUE = "hyperloom-untagged"
+CELERY_WORKER_CONFIG = "celery.yaml"
 
-def write_instance_config(home: Path) -> Path:
+
+def _celery(environ: Mapping[str, str]) -> dict | None:
+    broker = environ.get(CELERY_BROKER_ENV)
+    if not broker:
+        return None
+    return {"broker": broker, "backend": environ.get(CELERY_BACKEND_ENV) or broker}
+
+
+def instance_yaml(environ: Mapping[str, str]) -> str:
+    """dagster.yaml for this environment; the database is checked to connect first."""
+    sections: dict = {}
+    url = postgres_url(environ)
+    if url:
+        check_connects(url)
+        sections["storage"] = {"postgres": {"postgres_url": url}}
+    celery = _celery(environ)
+    if celery:
+        sections["run_launcher"] = {"module": "dagster_celery.launcher", "class": "CeleryRunLauncher",
+                                    "config": {**celery, "default_queue": CELERY_DEFAULT_QUEUE}}
+    extra = yaml.safe_dump(sections, sort_keys=False) if sections else ""
+    return INSTANCE_YAML + extra
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def write_instance_config(home: Path, environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"
-    if not path.exists() or path.read_text() != INSTANCE_YAML:
-        path.write_text(INSTANCE_YAML)
+    _write_if_changed(path, instance_yaml(environ))
+    celery = _celery(environ)
+    worker_config = home / CELERY_WORKER_CONFIG
+    if celery:
+        _write_if_changed(worker_config, yaml.safe_dump({"execution": {"config": celery}}, sort_keys=False))
+    else:
+        worker_config.unlink(missing_ok=True)
     return path
 
 
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    home = Path(argv[0] if argv else os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
+    try:
+        path = write_instance_config(home)
+    except DatabaseUnavailable as error:
+        print(f"hyperloom instance-config: {error}", file=sys.stderr)
+        return 1
+    print(f"instance config: {path}")
+    return 0
+
+
 if __name__ == "__main__":
-    print(f"instance config: {write_instance_config(Path(sys.argv[1]).resolve())}")
+    sys.exit(main(sys.argv[1:]))

@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "agentic-trace": ("hyperloom_assets.cli.bench", "trace_main", "write a synthetic agentic trace"),
     "sim-serve": ("hyperloom_assets.sim.cli", "serve_main", "serve the sim engine over HTTP"),
     "sim-predict": ("hyperloom_assets.sim.cli", "predict_main", "predict a configuration's Measurement"),
+    "instance-config": ("hyperloom_assets.cli.instance_config", "main", "[DAGSTER_HOME]: write dagster.yaml for this environment"),
+    "host-agent": ("hyperloom_assets.resources.hosts.agent", "main", "OP: a lifecycle step on this host (run over ssh)"),
+    "hosts": ("hyperloom_assets.cli.hosts", "main", "check [NAME] | bootstrap NAME: the hosts of hosts.yaml"),
+    "recover": ("hyperloom_assets.cli.recover", "main", "HOST [--confirm-scope-gone]: free a host whose lease holder vanished"),
 }
 
 

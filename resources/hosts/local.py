@@ -1,83 +1,42 @@
 """GPU hosts as resources: the local host serves on this machine.
 
-`LocalHost.serve(spec, run_dir)` is the measurement protocol's launch half (DESIGN.md,
-steps 1-3 and 5-6): reap orphans, preflight, launch in a process group, wait for
-`/health`, read the launch evidence, and tear down on every exit path, a cancel
-included (signals are held while the teardown runs). Whatever goes wrong before the
-server is ready surfaces as a ServerError after the teardown. When a run starts, the
-host records its worker process and releases the runs whose worker died
-(run_workers.py), so a killed run never holds the host's pool slot.
+`LocalHost.serve(spec, run_dir)` is the measurement protocol's launch half, through the
+one lifecycle every host shares (lifecycle.py) with the steps run in-process: reap
+orphans, preflight, launch in a process group, wait for `/health`, read the launch
+evidence, and tear down on every exit path, a cancel included (signals are held while
+the teardown runs). Whatever goes wrong before the server is ready surfaces as a
+ServerError after the teardown. While a run is in progress (`watching_run`, entered by
+the fleet resource), the host records the run's worker process and releases the runs
+whose worker died (run_workers.py), so a killed run never holds its host.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator
 
 import dagster as dg
-from pydantic import PrivateAttr
 
 from hyperloom_assets.core.engines import engine_for
-from hyperloom_assets.core.engines.spec import EngineSpec, Installed
+from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
-from hyperloom_assets.resources.hosts.engines import identity, installed_in, server_argv
-from hyperloom_assets.resources.hosts.preflight import (
-    GpuToolOutputError,
-    allocate_port,
-    busy_gpus,
-    find_serving_processes,
-    port_free,
-    read_gpu_memory,
-)
-from hyperloom_assets.resources.hosts.process_group import (
-    ServerProcess,
-    launch,
-    reap_orphans,
-    signals_deferred,
-    teardown,
-)
+from hyperloom_assets.resources.hosts.agent import facts as agent_facts
+from hyperloom_assets.resources.hosts.engines import identity, installed_in
+from hyperloom_assets.resources.hosts.host_side import preflight_problems
+from hyperloom_assets.resources.hosts.lifecycle import LocalTransport, serve_on
+from hyperloom_assets.resources.hosts.preflight import read_gpu_memory
+from hyperloom_assets.resources.hosts.process_group import ReapReport, reap_orphans
 from hyperloom_assets.resources.hosts.run_workers import CancelWatch, dead_workers, record_worker
 
 log = dg.get_dagster_logger("hyperloom.host")
-
-LOG_TAIL_LINES = 40
-HEALTH_POLL_S = 0.5
-STILL_STARTING_LOG_S = 30.0  # a slow start says so at this interval, so a run is never silent for long
-SERVE_HOST = "127.0.0.1"
-
-
-def pool_name(host_name: str) -> str:
-    """The concurrency pool of a host: one serving launch at a time (dagster.yaml sets 1)."""
-    return f"gpu_host_{host_name}"
 
 
 def default_state_dir() -> Path:
     home = os.environ.get("DAGSTER_HOME")
     return Path(home) / "hyperloom" if home else Path.cwd() / ".cache" / "hyperloom"
-
-
-def server_env(spec: ServerSpec, inherited: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The inherited environment minus spec.unset_env plus spec.env."""
-    env = dict(os.environ if inherited is None else inherited)
-    for name in spec.unset_env:
-        env.pop(name, None)
-    env.update(spec.env)
-    return env
-
-
-def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = log_path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 class LocalHost(dg.ConfigurableResource):
@@ -87,68 +46,68 @@ class LocalHost(dg.ConfigurableResource):
     state_dir: str | None = None  # default: $DAGSTER_HOME/hyperloom, else ./.cache/hyperloom
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
-    _worker_file: Path | None = PrivateAttr(default=None)
-    _cancel_watch: CancelWatch | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        if context.instance is None or context.run is None:
-            return
-        self.release_dead_runs(context.instance, context.run.run_id)
-        self.reap()
-        self._worker_file = record_worker(self.workers_dir(), context.run.run_id)
-        self._cancel_watch = CancelWatch(context.instance, context.run.run_id).start()
-
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if self._cancel_watch is not None:
-            self._cancel_watch.stop()
-        if self._worker_file is not None:
-            self._worker_file.unlink(missing_ok=True)
+    python: str | None = None  # the interpreter with the engine; default: this venv's
 
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else default_state_dir()
 
     def pid_dir(self) -> Path:
-        return self.state_path() / "pids"
+        # Stand-in hosts on this machine keep their own pidfiles, so one host's reaper
+        # (or its recovery) never touches another's servers.
+        if self.name == "local":
+            return self.state_path() / "pids"
+        return self.state_path() / "hosts" / self.name / "pids"
 
     def workers_dir(self) -> Path:
+        """Run workers of this control machine (every host's runs start here)."""
         return self.state_path() / "workers"
 
-    def reap(self) -> None:
-        """Tear down servers left by earlier runs whose launcher is gone (this tool's pidfiles only)."""
-        report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
-        if report.reaped or report.survivors:
-            log.warning("reaped orphan servers %s of earlier runs on host %r; survivors %s",
-                        report.reaped, self.name, report.survivors)
+    @contextmanager
+    def watching_run(self, instance: dg.DagsterInstance, run_id: str) -> Iterator[None]:
+        """For the run in progress: release dead runs, reap their servers, record this worker and
+        turn a Terminate into an interrupt (CancelWatch) until the run's resources are torn down."""
+        self.release_dead_runs(instance, run_id)
+        self.reap_orphans()
+        worker_file = record_worker(self.workers_dir(), run_id)
+        watch = CancelWatch(instance, run_id).start()
+        try:
+            yield
+        finally:
+            watch.stop()
+            worker_file.unlink(missing_ok=True)
 
     def release_dead_runs(self, instance: dg.DagsterInstance, current_run_id: str) -> list[str]:
-        """Mark runs whose worker died failed (canceled if they were being terminated) and free
-        the pool slots they held; returns their run ids."""
+        """Mark runs whose worker died failed (canceled if they were being terminated), so their
+        host's run slot is free again, and free any concurrency slots they held; returns their run ids."""
         released = []
         for path, worker in dead_workers(self.workers_dir()):
             run = instance.get_run_by_id(worker.run_id) if worker.run_id != current_run_id else None
             if run is not None and not run.is_finished:
                 message = (f"the run worker of run {worker.run_id} (pid {worker.pid}) is gone; marked by run "
-                           f"{current_run_id} on host {self.name!r}, which frees its pool slot")
+                           f"{current_run_id}, which frees its host")
                 log.warning(message)
                 if run.status == dg.DagsterRunStatus.CANCELING:
                     instance.report_run_canceled(run, message)
                 else:
                     instance.report_run_failed(run, message)
+                released.append(worker.run_id)
             if run is not None and instance.event_log_storage.supports_global_concurrency_limits:
                 instance.event_log_storage.free_concurrency_slots_for_run(worker.run_id)
-                released.append(worker.run_id)
             path.unlink(missing_ok=True)
         return released
 
-    def pool(self) -> str:
-        return pool_name(self.name)
-
     def python_executable(self, spec: ServerSpec) -> Path:
-        return Path(spec.python) if spec.python else Path(sys.executable)
+        if spec.python:
+            return Path(spec.python)
+        return Path(self.python) if self.python else Path(sys.executable)
 
     def gpu_names(self) -> list[str]:
         reading = read_gpu_memory()
         return [gpu.name for gpu in reading[1]] if reading else []
+
+    def facts(self) -> dict:
+        """What `hyperloom hosts check` prints, from the same host-agent op an SSH host runs."""
+        return {**agent_facts({"python": self.python}), "clock_skew_s": 0.0}
 
     def engine_identity(self, spec: ServerSpec) -> str | None:
         """`distribution version` of the spec's engine in its serving environment."""
@@ -157,121 +116,24 @@ class LocalHost(dg.ConfigurableResource):
 
     def preflight(self, port: int) -> None:
         """Raise ServerError("preflight") naming whatever makes this host unfit to serve."""
-        problems = []
-        if self.check_foreign_processes:
-            problems += [f"foreign serving process {proc.describe()}" for proc in find_serving_processes()]
-        if not port_free(port, SERVE_HOST):
-            problems.append(f"port {port} is in use")
-        try:
-            reading = read_gpu_memory()
-        except (GpuToolOutputError, OSError, ValueError) as error:
-            problems.append(f"GPU memory unreadable: {error}")
-            reading = None
-        if reading:
-            tool, gpus = reading
-            problems += [f"GPU {gpu.index} ({gpu.name}) has {gpu.used_mib:.0f} of {gpu.total_mib:.0f} MiB "
-                         f"in use ({tool})" for gpu in busy_gpus(gpus)]
+        problems = preflight_problems(port, self.check_foreign_processes)
         if problems:
             raise ServerError("preflight", f"host {self.name!r} is not free: " + "; ".join(problems))
+
+    def reap_orphans(self) -> ReapReport:
+        """Tear down servers of earlier runs on this host whose launcher is gone (invariant 8)."""
+        report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
+        if report.reaped or report.survivors:
+            log.warning("reaped orphan servers %s; survivors %s", report.reaped, report.survivors)
+        return report
 
     @contextmanager
     def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
         """A ready server for `spec`, torn down when the block ends; `label` names it in the log."""
-        engine = engine_for(spec.engine)
-        python = self.python_executable(spec)
-        self.reap()
-        port = allocate_port(SERVE_HOST)
-        self.preflight(port)
-        installed = installed_in(engine, python)
-        _refuse_namesake(engine, installed, python)
-        argv = server_argv(engine, python, spec.model, port, spec.server_args, installed)
-        env = server_env(spec)
-        run_dir = Path(run_dir)
-        log_path = run_dir / "server.log"
-        try:
-            server = launch(argv, env, log_path, self.pid_dir())
-        except OSError as error:
-            raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
-        started = time.monotonic()
-        name = label or spec.engine
-        try:
-            timeout_s = spec.startup_timeout_s or engine.startup.timeout_s(env)
-            log.info("%s: starting %s server (pid %d, port %d); ready within %.0f s or it fails",
-                     name, spec.engine, server.popen.pid, port, timeout_s)
-            _wait_ready(server, engine, f"http://{SERVE_HOST}:{port}", log_path, timeout_s, argv, name)
-            ready_s = time.monotonic() - started
-            log.info("%s: server ready in %.1f s", name, ready_s)
-            log_text = log_path.read_text(errors="replace")
-            yield LaunchRecord(
-                argv=argv, env=dict(spec.env), base_url=f"http://{SERVE_HOST}:{port}",
-                served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
-                ready_s=ready_s, evidence=engine.parse_evidence(log_text), engine_version=identity(engine, installed),
-            )
-        finally:
-            with signals_deferred():
-                self._teardown(server, run_dir)
+        transport = LocalTransport(self.pid_dir(), self.check_foreign_processes, self.teardown_term_wait_s)
+        with serve_on(transport, self.name, spec, self.python_executable(spec), run_dir, label) as launch:
+            yield launch
 
-    def _teardown(self, server: ServerProcess, run_dir: Path) -> None:
-        result = teardown(server, term_wait_s=self.teardown_term_wait_s)
-        log.debug("server pid %d torn down in %.1f s", server.record.pid, result.elapsed_s)
-        summary = {"pgid": server.record.pgid, "teardown_s": round(result.elapsed_s, 3),
-                   "signalled": result.signalled, "killed": result.killed, "survivors": result.survivors}
-        try:
-            (run_dir / "teardown.json").write_text(json.dumps(summary, indent=2))
-        except OSError:
-            pass
-        if result.survivors:
-            log.warning("server pids %s survived teardown on host %r", result.survivors, self.name)
-
-
-def _refuse_namesake(engine: EngineSpec, installed: Installed | None, python: Path) -> None:
-    """A distribution with the engine's name that is another project would only crash the launch."""
-    if installed is not None and not installed.genuine:
-        raise ServerError("preflight", f"{python} has {installed.identity(engine)}; install the {engine.name} "
-                                       "engine into the serving environment")
-
-
-def _health_ok(base_url: str, path: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}{path}", timeout=2.0) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def _startup_failure(log_text: str, engine: EngineSpec, exited: bool) -> tuple[str, str] | None:
-    """(error class, message) once the log or the process says startup failed."""
-    argv_error = engine.argv_error(log_text)
-    if argv_error and exited:
-        return "argv_invalid", f"the engine rejected its arguments ({argv_error!r})"
-    fatal = engine.fatal(log_text)
-    if fatal:
-        return "crash", f"fatal marker in the server log: {fatal!r}"
-    if exited:
-        return "crash", "the server exited before it was ready"
-    return None
-
-
-def _wait_ready(server: ServerProcess, engine: EngineSpec, base_url: str, log_path: Path,
-                timeout_s: float, argv: list[str], name: str) -> None:
-    started = time.monotonic()
-    deadline = started + timeout_s
-    next_note = started + STILL_STARTING_LOG_S
-    while True:
-        exit_code = server.popen.poll()
-        if exit_code is None and _health_ok(base_url, engine.health_path):
-            return
-        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
-        failure = _startup_failure(log_text, engine, exited=exit_code is not None)
-        if failure:
-            error_class, message = failure
-            if exit_code is not None:
-                message += f" (exit code {exit_code})"
-            raise ServerError(error_class, message, log_tail(log_path), argv)
-        now = time.monotonic()
-        if now >= deadline:
-            raise ServerError("timeout", f"not ready within {timeout_s:.0f} s", log_tail(log_path), argv)
-        if now >= next_note:
-            log.info("%s: server still starting after %.0f s", name, now - started)
-            next_note = now + STILL_STARTING_LOG_S
-        time.sleep(HEALTH_POLL_S)
+    def measure(self, bench, base_url: str, *args, **kwargs) -> Measurement:
+        """The benchmark client, here beside the server."""
+        return bench.measure(base_url, *args, **kwargs)

@@ -42,6 +42,12 @@ class PidRecord(Strict):
     create_time: float
     owner_pid: int
     owner_create_time: float
+    # Start times in clock ticks since boot (/proc/PID/stat): exact from any process.
+    # psutil's wall-clock creation time moves with the clock (boot time is "now minus
+    # uptime"), so two processes can disagree on it; pidfiles are read by the reaper of
+    # a later run and by an SSH host's agent. None in pidfiles written before this field.
+    start_ticks: int | None = None
+    owner_start_ticks: int | None = None
     log_path: str | None = None
 
 
@@ -97,6 +103,7 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
     record = PidRecord(
         pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
+        start_ticks=start_ticks(popen.pid), owner_start_ticks=start_ticks(me.pid),
     )
     pidfile = _pidfile(pid_dir, popen.pid)
     _write_pidfile(pidfile, record)
@@ -217,27 +224,42 @@ def teardown(server: ServerProcess, term_wait_s: float = 15.0, kill_wait_s: floa
     return result
 
 
+def start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: the start in clock ticks since boot; None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rindex(")") + 2:].split()[19])  # the comm field (2) may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _same_start(proc: psutil.Process, ticks: int | None, create_time: float) -> bool:
+    if ticks is not None:
+        return start_ticks(proc.pid) == ticks
+    return abs(proc.create_time() - create_time) <= _CREATE_TIME_SLACK_S
+
+
 def _matches(record: PidRecord) -> psutil.Process | None:
     """The live leader if it is still the process the pidfile names, else None."""
     try:
         proc = psutil.Process(record.pid)
-        same = abs(proc.create_time() - record.create_time) <= _CREATE_TIME_SLACK_S
+        same = _same_start(proc, record.start_ticks, record.create_time)
         return proc if same and proc.cmdline() == record.cmdline and _alive(proc) else None
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
 
-def process_alive(pid: int, create_time: float) -> bool:
-    """Is the process that had this pid and creation time still running (never a reused pid)?"""
+def process_alive(pid: int, create_time: float, ticks: int | None = None) -> bool:
+    """Is the process that had this pid and start (ticks, else creation time) still running (never a reused pid)?"""
     try:
         proc = psutil.Process(pid)
-        return _alive(proc) and abs(proc.create_time() - create_time) <= _CREATE_TIME_SLACK_S
+        return _alive(proc) and _same_start(proc, ticks, create_time)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
 
 def _owner_alive(record: PidRecord) -> bool:
-    return process_alive(record.owner_pid, record.owner_create_time)
+    return process_alive(record.owner_pid, record.owner_create_time, record.owner_start_ticks)
 
 
 @contextmanager
@@ -335,3 +357,20 @@ def _started_after(proc: psutil.Process, moment: float) -> bool:
         return proc.create_time() >= moment - _CREATE_TIME_SLACK_S
     except psutil.NoSuchProcess:
         return False
+
+
+def stop_recorded(record: PidRecord, pidfile: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> TeardownResult:
+    """Teardown of a server this process did not start (an SSH host's, launched by an
+    earlier agent call): the group of the pidfile's leader, while it is still that process."""
+    result = terminate_group(record.pgid, _matches(record), term_wait_s, kill_wait_s)
+    if result.survivors:
+        log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
+                    record.pgid, result.survivors, pidfile)
+    else:
+        pidfile.unlink(missing_ok=True)
+    return result
+
+
+def recorded_exit(record: PidRecord) -> str | None:
+    """None while the recorded leader runs; 'unknown' (its code is its parent's to read) once gone."""
+    return None if _matches(record) is not None else "unknown"

@@ -22,7 +22,7 @@ from hyperloom_assets.core.releases.policy import (
     read_attempt,
     timestamp,
 )
-from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.store.database import ExtraTables
 
 METADATA = sa.MetaData()
 
@@ -45,19 +45,10 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class ReleaseLedger:
+class ReleaseLedger(ExtraTables):
     """Release attempts over a ResultStore's database; the table is created on first use."""
 
-    def __init__(self, store: ResultStore):
-        self._store = store
-        self._ready = False
-
-    def engine(self) -> sa.Engine:
-        engine = self._store.engine()
-        if not self._ready:
-            METADATA.create_all(engine)
-            self._ready = True
-        return engine
+    metadata = METADATA
 
     def _where(self, target: str, package: str, version: str):
         table = RELEASE_ATTEMPTS.c

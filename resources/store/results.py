@@ -20,6 +20,8 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
+from hyperloom_assets.resources.store.database import check_connects, postgres_url, with_psycopg2
+
 METADATA = sa.MetaData()
 
 MEASUREMENTS = sa.Table(
@@ -102,6 +104,10 @@ STACKS = sa.Table(
 
 
 def default_store_url() -> str:
+    """The fleet's Postgres database when `HYPERLOOM_POSTGRES_URL` is set, else SQLite under DAGSTER_HOME."""
+    shared = postgres_url()
+    if shared:
+        return shared
     home = Path(os.environ.get("DAGSTER_HOME") or ".cache").resolve()
     return f"sqlite:///{home / 'hyperloom' / 'results.db'}"
 
@@ -118,9 +124,11 @@ class ResultStore(dg.ConfigurableResource):
 
     def engine(self) -> sa.Engine:
         if self._engine is None:
-            url = self.url or default_store_url()
+            url = with_psycopg2(self.url) if self.url else default_store_url()
             if url.startswith("sqlite:///"):
                 Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            else:
+                check_connects(url, "result store")
             self._engine = sa.create_engine(url)
             METADATA.create_all(self._engine)
         return self._engine

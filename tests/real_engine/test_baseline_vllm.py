@@ -18,6 +18,7 @@ from hyperloom_assets.assets.observations import build_observations
 from hyperloom_assets.assets.partitions import target_partitions
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
 from tests.conftest import REPO
@@ -30,9 +31,10 @@ ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 def materialize_baseline(folder: Path, name: str, host, store, instance):
     partitions = target_partitions(folder)
-    assets = [*build_observations(partitions), build_baseline_asset(partitions, host.pool())]
-    resources = {"catalog": TargetCatalog(folder=str(folder)), "host": host, "bench": BenchmarkClient(),
-                 "store": store, "envs": ReleaseEnvironments()}
+    assets = [*build_observations(partitions), build_baseline_asset(partitions)]
+    catalog = TargetCatalog(folder=str(folder))
+    resources = {"catalog": catalog, "hosts": HostFleet(local=host, catalog=catalog, store=store),
+                 "bench": BenchmarkClient(), "store": store, "envs": ReleaseEnvironments()}
     return dg.materialize(assets, selection=["baseline"], partition_key=name, resources=resources,
                           instance=instance, raise_on_error=False)
 

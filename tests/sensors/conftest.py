@@ -52,7 +52,7 @@ class Collect(logging.Handler):
 def tick(defs: dg.Definitions, sensor_name: str, instance: dg.DagsterInstance, cursor: str | None,
          logged: list[str] | None = None) -> dg.SensorResult:
     """One evaluation; what the sensor logs goes into `logged` when given."""
-    # A context manager: the host resource has a run lifecycle (setup and teardown), as in the daemon.
+    # As a context manager: the fleet resource sets itself up (and, in a run, its lease).
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=dict(defs.resources or {})) as context:
         if logged is not None:
             context.log.addHandler(Collect(logged))

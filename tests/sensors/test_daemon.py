@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import psutil
 import pytest
 import yaml
 
+from benchmarks.support.fleet_run import group_alive
 from hyperloom_assets.cli.instance_config import write_instance_config
 from tests.conftest import SIM_MODEL
 
@@ -45,17 +45,6 @@ def stop_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait(timeout=10)
-
-
-def group_alive(pgid: int) -> list[int]:
-    alive = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.info["pid"]) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc.info["pid"])
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return alive
 
 
 def runs(home: Path, env: dict) -> list:

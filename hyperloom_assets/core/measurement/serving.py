@@ -14,7 +14,10 @@ from typing import Any
 
 from hyperloom_assets.core.models import Strict
 
-ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off")
+# environment_unavailable: the host or its engine could not be had (ssh refused, denied,
+# a host key mismatch, a timeout; a python without the engine). It says nothing about
+# the config, so it is never a failed trial: the run stops with that reason.
+ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off", "environment_unavailable")
 
 
 class ServerSpec(Strict):
@@ -49,6 +52,7 @@ class ServerError(RuntimeError):
     def __init__(self, error_class: str, message: str, log_tail: str = "", argv: list[str] | None = None):
         assert error_class in ERROR_CLASSES, error_class
         self.error_class = error_class
+        self.message = message
         self.log_tail = log_tail
         self.argv = argv or []
         detail = f"\n--- server log tail ---\n{log_tail}" if log_tail else ""

@@ -1,0 +1,117 @@
+"""`hyperloom hosts check [NAME]` and `hyperloom hosts bootstrap NAME`.
+
+`check` connects to each host of the hosts file (or the one named) and prints what it
+finds there: the engines its interpreter has, the GPUs it sees and their memory in
+use, a free port, and its clock's skew from this machine's. `bootstrap` installs this
+project's client (the host agent and the benchmark client) into an SSH host's `python`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hyperloom_assets.core.config.hosts import hosts_file, load_hosts
+from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.ssh import SshHost
+from hyperloom_assets.resources.store.results import ResultStore
+
+REPO = Path(__file__).resolve().parents[2]
+# What the host agent and the benchmark client import, at this machine's versions.
+CLIENT_DISTRIBUTIONS = ("pydantic", "psutil", "aiohttp", "PyYAML", "numpy", "scipy", "packaging")
+WRITE_STDIN_TO = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); "
+                  "p.write_bytes(sys.stdin.buffer.read())")
+
+
+def describe(name: str, host) -> str:
+    if isinstance(host, SshHost):
+        c = host.ssh()
+        return f"{name} (ssh {c.user + '@' if c.user else ''}{c.address}:{c.port}, python {c.python})"
+    return f"{name} (this machine, python {host.python or sys.executable})"
+
+
+def facts_lines(facts: dict) -> list[str]:
+    engines = "; ".join(f"{engine}: {found or 'not installed'}" for engine, found in facts["engines"].items())
+    if facts["gpus"]:
+        gpus = "; ".join(f"{g['index']}: {g['name']} {g['used_mib']:.0f} of {g['total_mib']:.0f} MiB in use"
+                         for g in facts["gpus"])
+    else:
+        gpus = f"none ({facts['gpu_error'] or 'no GPU tool'})"
+    return [f"  engines: {engines}", f"  GPUs ({facts['gpu_tool'] or '-'}): {gpus}",
+            f"  free port: {facts['free_port']}", f"  clock skew: {facts['clock_skew_s']:+.3f} s"]
+
+
+def check(fleet: HostFleet, names: list[str]) -> int:
+    failed = 0
+    for name in names:
+        try:
+            host = fleet.host(name)
+            facts = host.facts()
+        except (ServerError, ValueError, RuntimeError) as error:
+            print(f"{name}: unavailable: {error}")
+            failed += 1
+            continue
+        print(f"{describe(name, host)}: ok")
+        print("\n".join(facts_lines(facts)))
+    return 1 if failed else 0
+
+
+def _wheel() -> tuple[str, bytes]:
+    """This project as a wheel: its file name and bytes (built in a folder removed after)."""
+    with tempfile.TemporaryDirectory(prefix="hyperloom-wheel-") as out:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                        "-w", out, str(REPO)], check=True, timeout=600)
+        wheel = next(Path(out).glob("hyperloom_assets-*.whl"))
+        return wheel.name, wheel.read_bytes()
+
+
+def bootstrap(host: SshHost) -> int:
+    """Copy this project's wheel to the host and install it with the client's dependencies."""
+    config, transport = host.ssh(), host.transport()
+    wheel_name, wheel = _wheel()
+    remote = f"{config.workdir}/bootstrap/{wheel_name}"
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in CLIENT_DISTRIBUTIONS]
+    steps = [([config.python, "-c", WRITE_STDIN_TO, remote], wheel),
+             ([config.python, "-m", "pip", "install", "--quiet", *pins], b""),
+             ([config.python, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", remote], b"")]
+    for argv, stdin in steps:
+        done = transport.run(argv, stdin, timeout_s=1800)
+        if done.returncode != 0:
+            print(f"{host.name}: {argv[1:4]} failed:\n{done.stderr.decode(errors='replace')[-2000:]}", file=sys.stderr)
+            return 1
+    print(f"{host.name}: installed {wheel_name} and {', '.join(pins)} into {config.python}")
+    print("\n".join(facts_lines(host.facts())))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="hyperloom hosts")
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("check", help="connect to each host and say what it has").add_argument("name", nargs="?")
+    sub.add_parser("bootstrap", help="install this project's client on an SSH host").add_argument("name")
+    args = parser.parse_args(argv)
+    catalog = TargetCatalog()
+    file = hosts_file(catalog.path())
+    hosts, problems = load_hosts(file)
+    for problem in problems:
+        print(problem)
+    fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=catalog, store=ResultStore())
+    if args.action == "check":
+        status = check(fleet, [args.name] if args.name else sorted(hosts))
+        return 1 if problems or status else 0
+    host = fleet.host(args.name)
+    if not isinstance(host, SshHost):
+        print(f"{args.name} is this machine: `make setup` installs the project here", file=sys.stderr)
+        return 2
+    try:
+        return bootstrap(host)
+    except (ServerError, RuntimeError) as error:
+        print(f"{args.name}: unavailable: {error}", file=sys.stderr)
+        return 1

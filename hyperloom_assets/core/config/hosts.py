@@ -1,0 +1,165 @@
+"""The hosts file: every serving host by name, validated with the project's own models. Pure code.
+
+`hosts.yaml` (`HYPERLOOM_HOSTS_FILE`; by default beside the targets folder, at the repo
+root) maps a host's name to its fields. `local` (this machine) always exists. Every
+problem names the file, the field and what was expected, like a target file's; a bad
+hosts file is an error before any launch, because a run cannot know where to serve.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import Field, TypeAdapter, ValidationError
+
+from hyperloom_assets.core.config.targets import HostNames, TargetProblem, targets_dir
+from hyperloom_assets.core.models import Frozen
+
+LOCAL = "local"
+HOSTS_FILE_ENV = "HYPERLOOM_HOSTS_FILE"
+# A host name becomes a Dagster tag value, a Celery queue and a folder name.
+HOST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+
+
+class LocalHostConfig(Frozen):
+    """This machine (or a stand-in for one: every local host serves here)."""
+
+    kind: Literal["local"]
+    python: Path | None = None  # the interpreter with the engine; default: this venv's
+
+
+class SshHostConfig(Frozen):
+    """A machine reached with the system `ssh` (BatchMode, strict host keys)."""
+
+    kind: Literal["ssh"]
+    address: str = Field(min_length=1)
+    port: int = Field(default=22, gt=0, lt=65536)
+    user: str | None = None
+    identity_file: Path
+    known_hosts: Path
+    python: str = Field(min_length=1)  # on the host: the interpreter that has the engine
+    workdir: str = Field(min_length=1)  # on the host: pidfiles, logs, request records
+    connect_timeout_s: float = Field(default=10, gt=0)
+
+
+HostConfig = Annotated[Union[LocalHostConfig, SshHostConfig], Field(discriminator="kind")]
+_HOST = TypeAdapter(HostConfig)
+
+
+class HostsError(ValueError):
+    """The hosts file (or a name looked up in it) is bad; every problem is named."""
+
+    def __init__(self, problems: list[TargetProblem]):
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+def hosts_file(targets_folder: Path | None = None) -> Path:
+    """`HYPERLOOM_HOSTS_FILE`, else `hosts.yaml` beside the targets folder (the repo root)."""
+    named = os.environ.get(HOSTS_FILE_ENV)
+    if named:
+        return Path(named).resolve()
+    return (targets_folder or targets_dir()).resolve().parent / "hosts.yaml"
+
+
+def _problem(file: Path, field: str, expected: str) -> TargetProblem:
+    return TargetProblem(file=str(file), field=field, expected=expected)
+
+
+def _validation_problems(file: Path, name: str, error: ValidationError) -> list[TargetProblem]:
+    problems = []
+    for item in error.errors():
+        loc = [str(part) for part in item["loc"] if str(part) not in ("local", "ssh")]
+        field = ".".join([name, *loc])
+        if item["type"] == "missing":
+            expected = "a value (required field is missing)"
+        elif item["type"] == "extra_forbidden":
+            expected = "no such field (unknown field)"
+        elif item["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            field, expected = f"{name}.kind", f"local or ssh, got {item.get('input', {}).get('kind')!r}"
+        else:
+            expected = f"{item['msg']}, got {item.get('input')!r}"
+        problems.append(_problem(file, field, expected))
+    return problems
+
+
+def _resolve(path: Path, root: Path) -> Path:
+    return path if path.is_absolute() else (root / path).resolve()
+
+
+def _file_problems(file: Path, name: str, host: SshHostConfig) -> list[TargetProblem]:
+    """Key files are read on this machine before any ssh runs, so say what is wrong with them."""
+    problems = []
+    if not host.identity_file.is_file():
+        problems.append(_problem(file, f"{name}.identity_file", f"an existing private key file, {host.identity_file} does not exist"))
+    try:
+        host.known_hosts.read_bytes()
+    except OSError as error:
+        problems.append(_problem(file, f"{name}.known_hosts", f"a readable known_hosts file, {host.known_hosts}: "
+                                 f"{error.strerror or error}"))
+    return problems
+
+
+def parse_host(file: Path, name: str, raw: object, check_files: bool = True) -> tuple[HostConfig | None, list[TargetProblem]]:
+    if not re.match(HOST_NAME_PATTERN, name):
+        return None, [_problem(file, name, "a host name of letters, digits, '-' or '_' (at most 63; the address field holds a DNS name)")]
+    if not isinstance(raw, dict):
+        return None, [_problem(file, name, f"a mapping of the host's fields, got {type(raw).__name__}")]
+    try:
+        host = _HOST.validate_python(raw)
+    except ValidationError as error:
+        return None, _validation_problems(file, name, error)
+    if name == LOCAL and host.kind != "local":
+        return None, [_problem(file, f"{name}.kind", "local: the name `local` is always this machine")]
+    if isinstance(host, SshHostConfig):
+        root = file.parent
+        host = host.model_copy(update={"identity_file": _resolve(host.identity_file, root),
+                                       "known_hosts": _resolve(host.known_hosts, root)})
+        problems = _file_problems(file, name, host) if check_files else []
+        if problems:
+            return None, problems
+    elif host.python is not None:
+        host = host.model_copy(update={"python": _resolve(host.python, file.parent)})
+    return host, []
+
+
+def load_hosts(file: Path, check_files: bool = True) -> tuple[dict[str, HostConfig], list[TargetProblem]]:
+    """Every good host by name (`local` always among them) and every problem of the bad ones.
+
+    A missing file means `local` only, unless `HYPERLOOM_HOSTS_FILE` named it.
+    """
+    hosts: dict[str, HostConfig] = {LOCAL: LocalHostConfig(kind="local")}
+    if not file.exists():
+        if os.environ.get(HOSTS_FILE_ENV):
+            return hosts, [_problem(file, "(file)", f"an existing hosts file ({HOSTS_FILE_ENV} names it)")]
+        return hosts, []
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        return hosts, [_problem(file, "(file)", f"a readable YAML mapping ({type(error).__name__})")]
+    if raw is None:
+        return hosts, []
+    if not isinstance(raw, dict):
+        return hosts, [_problem(file, "(file)", f"a mapping of host names to their fields, got {type(raw).__name__}")]
+    problems: list[TargetProblem] = []
+    for name, fields in raw.items():
+        host, found = parse_host(file, str(name), fields, check_files)
+        problems += found
+        if host is not None:
+            hosts[str(name)] = host
+    return hosts, problems
+
+
+def host_names(file: Path, hosts: dict[str, HostConfig], problems: list[TargetProblem]) -> HostNames:
+    """What a target's `host` is checked against: the good hosts, and what is wrong with the bad."""
+    broken = tuple((p.field.split(".")[0], f"{p.field}: {p.expected}") for p in problems if p.field != "(file)")
+    return HostNames(file=file, names=frozenset(hosts), broken=broken)
+
+
+def load_host_names(file: Path) -> tuple[HostNames, list[TargetProblem]]:
+    hosts, problems = load_hosts(file)
+    return host_names(file, hosts, problems), problems

@@ -1,0 +1,123 @@
+"""`hyperloom host-agent OP`: the lifecycle's host-side steps, run on an SSH host.
+
+The control node sends one JSON request on stdin and reads one JSON reply, the last
+line of stdout after REPLY_MARK. Each op calls the same host_side / process_group /
+benchmark-client functions the local host calls in-process, so both hosts keep one
+implementation. A ServerError crosses back as itself (its class, message, log tail);
+anything else is an agent error. No Dagster is imported here, so each call starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from hyperloom_assets.core.engines import known_engines
+from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.resources.hosts import host_side
+from hyperloom_assets.resources.hosts.engines import identity, installed_in
+from hyperloom_assets.resources.hosts.preflight import allocate_port, read_gpu_memory
+from hyperloom_assets.resources.hosts.process_group import PidRecord, reap_orphans, recorded_exit, stop_recorded
+
+REPLY_MARK = "HYPERLOOM-AGENT-REPLY "
+
+
+def _prepare(req: dict) -> dict:
+    prepared = host_side.prepare(Path(req["pid_dir"]), req["engine"], Path(req["python"]), req["check_foreign"],
+                                 req["env"], req["unset_env"], req["term_wait_s"])
+    return prepared.model_dump(mode="json")
+
+
+def _start(req: dict) -> dict:
+    server = host_side.start(req["argv"], req["env"], req["unset_env"], Path(req["log_path"]), Path(req["pid_dir"]))
+    # This agent exits now; the server runs on in its own session, watched through its pidfile.
+    return {"record": server.record.model_dump(mode="json"), "pidfile": str(server.pidfile)}
+
+
+def _wait_ready(req: dict) -> dict:
+    record = PidRecord.model_validate(req["record"])
+    host_side.wait_ready(lambda: recorded_exit(record), req["engine"], req["port"], Path(req["log_path"]),
+                         req["timeout_s"], req["argv"])
+    return {}
+
+
+def _stop(req: dict) -> dict:
+    result = stop_recorded(PidRecord.model_validate(req["record"]), Path(req["pidfile"]), req["term_wait_s"])
+    return {"elapsed_s": result.elapsed_s, "signalled": result.signalled, "survivors": result.survivors,
+            "killed": result.killed}
+
+
+def _reap(req: dict) -> dict:
+    report = reap_orphans(Path(req["pid_dir"]), term_wait_s=req["term_wait_s"])
+    return {"reaped": report.reaped, "survivors": report.survivors}
+
+
+def _clean(req: dict) -> dict:
+    folder, root = Path(req["folder"]), Path(req["root"])
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in folder.parents:
+        if parent == root or root not in parent.parents:
+            break
+        try:
+            parent.rmdir()  # only when empty: another step's files stay
+        except OSError:
+            break
+    return {}
+
+
+def _bench(req: dict) -> dict:
+    from hyperloom_assets.core.config.targets import Workload
+    from hyperloom_assets.resources.bench.runner import measure
+
+    measurement = measure(req["base_url"], req["served_model"], Workload.model_validate(req["workload"]),
+                          req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
+                          num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
+                          max_model_len=req["max_model_len"])
+    return measurement.model_dump(mode="json")
+
+
+def facts(req: dict) -> dict:
+    """What `hyperloom hosts check` prints: engines, GPUs, a free port, the clock."""
+    python = Path(req.get("python") or sys.executable)
+    engines = {name: identity(spec, installed_in(spec, python)) for name, spec in known_engines().items()}
+    try:
+        reading = read_gpu_memory()
+        gpus = [{"index": g.index, "name": g.name, "used_mib": g.used_mib, "total_mib": g.total_mib}
+                for g in reading[1]] if reading else []
+        gpu_tool, gpu_error = (reading[0] if reading else None), None
+    except (ValueError, OSError) as error:
+        gpus, gpu_tool, gpu_error = [], None, str(error)
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": str(python),
+            "engines": engines, "gpu_tool": gpu_tool, "gpus": gpus, "gpu_error": gpu_error,
+            "free_port": allocate_port(), "cpus": os.cpu_count(), "time": time.time()}
+
+
+OPS: dict[str, Callable[[dict], dict]] = {"prepare": _prepare, "start": _start, "wait_ready": _wait_ready,
+                                          "stop": _stop, "reap": _reap, "bench": _bench, "facts": facts,
+                                          "clean": _clean}
+
+
+def handle(op: str, request: dict) -> dict[str, Any]:
+    try:
+        return {"ok": OPS[op](request)}
+    except ServerError as error:
+        return {"server_error": {"error_class": error.error_class, "message": error.message,
+                                 "log_tail": error.log_tail, "argv": error.argv}}
+    except Exception as error:  # noqa: BLE001 - it crosses back to the control node, which raises it
+        return {"agent_error": {"type": type(error).__name__, "message": str(error)}}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in OPS:
+        print(f"usage: hyperloom host-agent {{{','.join(OPS)}}} < request.json", file=sys.stderr)
+        return 2
+    reply = handle(argv[0], json.loads(sys.stdin.read() or "{}"))
+    sys.stdout.write(REPLY_MARK + json.dumps(reply) + "\n")
+    return 0

@@ -1,0 +1,154 @@
+"""The serving lifecycle's steps as they run on the serving host itself. No Dagster here.
+
+The local host calls these in-process; an SSH host runs the same functions on the
+remote machine through `hyperloom host-agent` (agent.py). Each step is whole on the
+host: reap orphans and preflight, start a server in its own process group with a
+pidfile, wait for readiness watching the log and the process, tear it down.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, Mapping
+
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.spec import EngineSpec, Installed
+from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.core.models import Strict
+from hyperloom_assets.resources.hosts.engines import installed_in
+from hyperloom_assets.resources.hosts.preflight import (
+    GpuToolOutputError,
+    allocate_port,
+    busy_gpus,
+    find_serving_processes,
+    port_free,
+    read_gpu_memory,
+)
+from hyperloom_assets.resources.hosts.process_group import ServerProcess, launch, reap_orphans
+
+LOG_TAIL_LINES = 40
+STILL_STARTING_NOTE_S = 30.0
+HEALTH_POLL_S = 0.5
+SERVE_HOST = "127.0.0.1"
+
+
+class Prepared(Strict):
+    """What the host found before a launch: a free port, what stops it, what it serves."""
+
+    port: int
+    problems: list[str]
+    reaped: list[int]
+    survivors: list[int]
+    installed: Installed | None
+    startup_timeout_s: float
+
+
+def server_env(env: Mapping[str, str], unset_env: list[str], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The host's environment minus unset_env plus env."""
+    result = dict(os.environ if inherited is None else inherited)
+    for name in unset_env:
+        result.pop(name, None)
+    result.update(env)
+    return result
+
+
+def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def preflight_problems(port: int, check_foreign_processes: bool) -> list[str]:
+    """Whatever makes this host unfit to serve now: a foreign server, the port, busy GPUs."""
+    problems = []
+    if check_foreign_processes:
+        problems += [f"foreign serving process {proc.describe()}" for proc in find_serving_processes()]
+    if not port_free(port, SERVE_HOST):
+        problems.append(f"port {port} is in use")
+    try:
+        reading = read_gpu_memory()
+    except (GpuToolOutputError, OSError, ValueError) as error:
+        problems.append(f"GPU memory unreadable: {error}")
+        reading = None
+    if reading:
+        tool, gpus = reading
+        problems += [f"GPU {gpu.index} ({gpu.name}) has {gpu.used_mib:.0f} of {gpu.total_mib:.0f} MiB "
+                     f"in use ({tool})" for gpu in busy_gpus(gpus)]
+    return problems
+
+
+def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: bool, env: Mapping[str, str],
+            unset_env: list[str], term_wait_s: float) -> Prepared:
+    """Reap this tool's orphans (invariant 8), take a port, preflight, find the engine."""
+    report = reap_orphans(pid_dir, term_wait_s=term_wait_s)
+    port = allocate_port(SERVE_HOST)
+    spec = engine_for(engine)
+    return Prepared(port=port, problems=preflight_problems(port, check_foreign_processes), reaped=report.reaped,
+                    survivors=report.survivors, installed=installed_in(spec, python),
+                    startup_timeout_s=spec.startup.timeout_s(server_env(env, unset_env)))
+
+
+def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_path: Path, pid_dir: Path) -> ServerProcess:
+    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir."""
+    try:
+        return launch(argv, server_env(env, unset_env), log_path, pid_dir)
+    except OSError as error:
+        raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
+
+
+def _health_ok(base_url: str, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base_url}{path}", timeout=2.0) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _startup_failure(log_text: str, engine: EngineSpec, exited: bool) -> tuple[str, str] | None:
+    """(error class, message) once the log or the process says startup failed."""
+    argv_error = engine.argv_error(log_text)
+    if argv_error and exited:
+        return "argv_invalid", f"the engine rejected its arguments ({argv_error!r})"
+    fatal = engine.fatal(log_text)
+    if fatal:
+        return "crash", f"fatal marker in the server log: {fatal!r}"
+    if exited:
+        return "crash", "the server exited before it was ready"
+    return None
+
+
+def wait_ready(exit_status: Callable[[], int | str | None], engine: str, port: int, log_path: Path,
+               timeout_s: float, argv: list[str], still_starting: Callable[[float], None] | None = None) -> None:
+    """Until /health answers; ServerError with the log tail when the log or the process says it died.
+
+    `exit_status`: None while the server runs, else its exit code (or a word, when the
+    process is not our child and its code cannot be read). `still_starting(waited_s)` is
+    called every STILL_STARTING_NOTE_S, so a slow start is never silent for long.
+    """
+    spec, base_url = engine_for(engine), f"http://{SERVE_HOST}:{port}"
+    started = time.monotonic()
+    deadline, next_note = started + timeout_s, started + STILL_STARTING_NOTE_S
+    while True:
+        status = exit_status()
+        if status is None and _health_ok(base_url, spec.health_path):
+            return
+        log_text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        failure = _startup_failure(log_text, spec, exited=status is not None)
+        if failure:
+            error_class, message = failure
+            if status is not None:
+                message += f" (exit code {status})"
+            raise ServerError(error_class, message, log_tail(log_path), argv)
+        now = time.monotonic()
+        if now >= deadline:
+            raise ServerError("timeout", f"not ready within {timeout_s:.0f} s", log_tail(log_path), argv)
+        if still_starting is not None and now >= next_note:
+            still_starting(now - started)
+            next_note = now + STILL_STARTING_NOTE_S
+        time.sleep(HEALTH_POLL_S)

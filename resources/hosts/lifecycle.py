@@ -1,0 +1,153 @@
+"""The one serving lifecycle, over a transport: the local host's and every SSH host's.
+
+`serve_on(transport, ...)` is the measurement protocol's launch half (DESIGN.md, steps
+1-3 and 5-6): reap orphans and preflight, launch in a process group with a pidfile,
+wait for readiness, bring the server log into the run folder, read the launch evidence,
+and tear down on every exit path. The steps themselves run on the host
+(host_side.py); a transport only carries them there: in-process for this machine
+(LocalTransport), over ssh for a remote one (resources/hosts/ssh.py). Whatever goes
+wrong before the server is ready surfaces as a ServerError after the teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Protocol
+
+import dagster as dg
+
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.spec import EngineSpec, Installed
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.resources.hosts import host_side
+from hyperloom_assets.resources.hosts.engines import identity, server_argv
+from hyperloom_assets.resources.hosts.process_group import (
+    PidRecord,
+    ServerProcess,
+    TeardownResult,
+    signals_deferred,
+    teardown,
+)
+
+log = dg.get_dagster_logger("hyperloom.host")
+
+StillStarting = Callable[[float], None]
+
+
+class Transport(Protocol):
+    """Carries the host-side steps to one host and its files back."""
+
+    def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared: ...
+    def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> object: ...
+    def wait_ready(self, started: object, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
+                   argv: list[str], still_starting: StillStarting) -> None: ...
+    def stop(self, started: object) -> TeardownResult: ...
+    def host_dir(self, run_dir: Path) -> str: ...
+    def fetch(self, host_dir: str, run_dir: Path) -> None: ...
+
+
+class LocalTransport:
+    """This machine: the steps in-process; the server is our child, the run folder is the host's."""
+
+    def __init__(self, pid_dir: Path, check_foreign_processes: bool, term_wait_s: float):
+        self.pid_dir, self.check_foreign, self.term_wait_s = pid_dir, check_foreign_processes, term_wait_s
+
+    def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared:
+        return host_side.prepare(self.pid_dir, spec.engine, python, self.check_foreign, spec.env, spec.unset_env,
+                                 self.term_wait_s)
+
+    def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> ServerProcess:
+        return host_side.start(argv, spec.env, spec.unset_env, Path(log_path), self.pid_dir)
+
+    def wait_ready(self, started: ServerProcess, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
+                   argv: list[str], still_starting: StillStarting) -> None:
+        host_side.wait_ready(started.popen.poll, spec.engine, port, Path(log_path), timeout_s, argv, still_starting)
+
+    def stop(self, started: ServerProcess) -> TeardownResult:
+        return teardown(started, term_wait_s=self.term_wait_s)
+
+    def host_dir(self, run_dir: Path) -> str:
+        return str(run_dir)
+
+    def fetch(self, host_dir: str, run_dir: Path) -> None:
+        return None  # the host's files are already in the run folder
+
+
+def pid_record(started: object) -> PidRecord:
+    """The pidfile record of a started server: our child's, or what an SSH host's agent sent back."""
+    if isinstance(started, ServerProcess):
+        return started.record
+    return PidRecord.model_validate(started["record"])
+
+
+def _refuse_missing(host: str, engine: EngineSpec, installed: Installed | None, python: Path) -> None:
+    """An interpreter without the engine, or with a namesake, would only crash the launch."""
+    if installed is None:
+        raise ServerError("environment_unavailable", f"host {host!r}: {python} has no {engine.name} engine "
+                          f"(none of {', '.join(d.name for d in engine.distributions)} is installed there)")
+    if not installed.genuine:
+        raise ServerError("preflight", f"host {host!r}: {python} has {installed.identity(engine)}; install the "
+                                       f"{engine.name} engine into the serving environment")
+
+
+def _launch_plan(transport: Transport, host: str, spec: ServerSpec, python: Path) -> tuple[host_side.Prepared, list[str]]:
+    prepared = transport.prepare(spec, python)
+    if prepared.reaped or prepared.survivors:
+        log.warning("host %r: reaped orphan servers %s; survivors %s", host, prepared.reaped, prepared.survivors)
+    if prepared.problems:
+        raise ServerError("preflight", f"host {host!r} is not free: " + "; ".join(prepared.problems))
+    engine = engine_for(spec.engine)
+    _refuse_missing(host, engine, prepared.installed, python)
+    return prepared, server_argv(engine, python, spec.model, prepared.port, spec.server_args, prepared.installed)
+
+
+@contextmanager
+def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, run_dir: Path,
+             label: str | None = None) -> Iterator[LaunchRecord]:
+    """A ready server for `spec` on the transport's host, torn down when the block ends; `label` names it in the log."""
+    prepared, argv = _launch_plan(transport, host, spec, python)
+    engine, run_dir, name = engine_for(spec.engine), Path(run_dir), label or spec.engine
+    host_dir = transport.host_dir(run_dir)
+    host_log = f"{host_dir}/server.log"
+    started = transport.start(argv, spec, host_log)
+    began = time.monotonic()
+    try:
+        timeout_s = spec.startup_timeout_s or prepared.startup_timeout_s
+        log.info("%s: starting %s server on host %r (pid %d, port %d); ready within %.0f s or it fails",
+                 name, spec.engine, host, pid_record(started).pid, prepared.port, timeout_s)
+        try:
+            transport.wait_ready(started, spec, prepared.port, host_log, timeout_s, argv,
+                                 lambda waited_s: log.info("%s: server still starting after %.0f s", name, waited_s))
+        finally:
+            transport.fetch(host_dir, run_dir)
+        ready_s = time.monotonic() - began
+        log.info("%s: server ready in %.1f s", name, ready_s)
+        log_path = run_dir / "server.log"
+        yield LaunchRecord(
+            argv=argv, env=dict(spec.env), base_url=f"http://{host_side.SERVE_HOST}:{prepared.port}",
+            served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
+            ready_s=ready_s, evidence=engine.parse_evidence(log_path.read_text(errors="replace")),
+            engine_version=identity(engine, prepared.installed),
+        )
+    finally:
+        with signals_deferred():  # a teardown cut short by a repeated cancel would leave the server behind
+            _teardown(transport, host, started, host_dir, run_dir)
+
+
+def _teardown(transport: Transport, host: str, started: object, host_dir: str, run_dir: Path) -> None:
+    result = transport.stop(started)
+    try:
+        transport.fetch(host_dir, run_dir)
+    except ServerError as error:  # the log stays on the host; the teardown itself is what matters here
+        log.warning("host %r: server log not fetched after teardown: %s", host, error)
+    summary = {"pgid": pid_record(started).pgid, "teardown_s": round(result.elapsed_s, 3),
+               "signalled": result.signalled, "killed": result.killed, "survivors": result.survivors}
+    try:
+        (run_dir / "teardown.json").write_text(json.dumps(summary, indent=2))
+    except OSError:
+        pass
+    if result.survivors:
+        log.warning("server pids %s survived teardown on host %r", result.survivors, host)

@@ -1,0 +1,216 @@
+"""A GPU host reached over SSH: the same lifecycle as the local host, another transport.
+
+The system `ssh` runs with `BatchMode=yes` and `StrictHostKeyChecking=yes` against the
+host's own known_hosts file; every remote command is an argv list quoted with
+`shlex.join`, never a shell string made from target data. Each lifecycle step runs on
+the host as `python -m hyperloom_assets.cli host-agent OP` (agent.py) with its request
+on stdin; files come back with `tar` over the same connection. The benchmark client
+runs on the host beside the server, so the network between here and there stays out
+of the numbers. An SSH failure is a ServerError of class `environment_unavailable`
+naming the host and what failed (refused, authentication denied, host key mismatch,
+timeout): the host could not be had, which says nothing about a config.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shlex
+import subprocess
+import tarfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import dagster as dg
+
+from hyperloom_assets.core.config.hosts import SshHostConfig
+from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.resources.hosts import host_side
+from hyperloom_assets.resources.hosts.agent import REPLY_MARK
+from hyperloom_assets.resources.hosts.lifecycle import serve_on
+from hyperloom_assets.resources.bench.runner import BenchInputError, BenchRunError
+from hyperloom_assets.resources.hosts.process_group import ReapReport, TeardownResult
+
+log = logging.getLogger(__name__)
+
+# What ssh prints for each way of failing (exit status 255), in the order they are tried.
+SSH_FAILURES = (
+    ("host key mismatch", ("REMOTE HOST IDENTIFICATION HAS CHANGED", "Host key verification failed",
+                           "No matching host key", "host key for", "is not known")),
+    ("authentication denied", ("Permission denied", "Too many authentication failures")),
+    ("connection refused", ("Connection refused",)),
+    ("timeout", ("timed out", "Connection timeout", "Operation timed out")),
+    ("unreachable", ("No route to host", "Could not resolve hostname", "Network is unreachable")),
+)
+OP_TIMEOUT_S = 120.0
+
+
+def ssh_failure(host: str, stderr: str) -> str:
+    """What went wrong, in words, from ssh's own message."""
+    text = stderr.strip()
+    for kind, markers in SSH_FAILURES:
+        if any(marker in text for marker in markers):
+            return f"host {host!r}: ssh {kind}: {text.splitlines()[-1] if text else ''}"
+    return f"host {host!r}: ssh failed: {text.splitlines()[-1] if text else 'no message'}"
+
+
+class SshTransport:
+    def __init__(self, name: str, config: SshHostConfig, local_runs: Path, check_foreign_processes: bool,
+                 term_wait_s: float):
+        self.name, self.config, self.local_runs = name, config, local_runs
+        self.check_foreign, self.term_wait_s = check_foreign_processes, term_wait_s
+        self.pid_dir = f"{config.workdir}/pids"
+
+    def ssh_argv(self, remote: list[str]) -> list[str]:
+        c = self.config
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                "-o", f"UserKnownHostsFile={c.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+                "-o", "IdentitiesOnly=yes", "-o", f"ConnectTimeout={max(1, round(c.connect_timeout_s))}",
+                "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR",
+                "-i", str(c.identity_file), "-p", str(c.port)]
+        if c.user:
+            argv += ["-l", c.user]
+        return argv + [c.address, "--", shlex.join(remote)]
+
+    def run(self, remote: list[str], stdin: bytes = b"", timeout_s: float = OP_TIMEOUT_S) -> subprocess.CompletedProcess:
+        """One remote command; ServerError(environment_unavailable) when ssh itself failed."""
+        try:
+            done = subprocess.run(self.ssh_argv(remote), input=stdin, capture_output=True,
+                                  timeout=timeout_s + self.config.connect_timeout_s)
+        except subprocess.TimeoutExpired as error:
+            raise ServerError("environment_unavailable", f"host {self.name!r}: ssh timeout: no answer within "
+                              f"{timeout_s + self.config.connect_timeout_s:.0f} s ({remote[0]} ...)") from error
+        except OSError as error:
+            raise ServerError("environment_unavailable", f"host {self.name!r}: cannot run ssh: {error}") from error
+        if done.returncode == 255:
+            raise ServerError("environment_unavailable", ssh_failure(self.name, done.stderr.decode(errors="replace")))
+        return done
+
+    def call(self, op: str, request: dict, timeout_s: float = OP_TIMEOUT_S) -> dict:
+        """One host-agent op on the host; its reply, or its ServerError raised here."""
+        done = self.run([self.config.python, "-m", "hyperloom_assets.cli", "host-agent", op],
+                        json.dumps(request).encode(), timeout_s)
+        out = done.stdout.decode(errors="replace")
+        line = next((l for l in reversed(out.splitlines()) if l.startswith(REPLY_MARK)), None)
+        if line is None:
+            tail = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise ServerError("environment_unavailable", f"host {self.name!r}: the host agent under "
+                              f"{self.config.python} did not answer {op} ({tail}); is the project's client "
+                              f"installed there? (`hyperloom hosts bootstrap {self.name}`)")
+        reply = json.loads(line[len(REPLY_MARK):])
+        if "server_error" in reply:
+            failure = reply["server_error"]
+            raise ServerError(failure["error_class"], failure["message"], failure["log_tail"], failure["argv"])
+        if "agent_error" in reply:
+            failure = reply["agent_error"]
+            known = {"BenchInputError": BenchInputError, "BenchRunError": BenchRunError}.get(failure["type"], RuntimeError)
+            raise known(f"host {self.name!r}: {op}: {failure['type']}: {failure['message']}")
+        return reply["ok"]
+
+    def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared:
+        return host_side.Prepared.model_validate(self.call("prepare", {
+            "pid_dir": self.pid_dir, "engine": spec.engine, "python": str(python), "check_foreign": self.check_foreign,
+            "env": spec.env, "unset_env": spec.unset_env, "term_wait_s": self.term_wait_s}))
+
+    def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> dict:
+        return self.call("start", {"argv": argv, "env": spec.env, "unset_env": spec.unset_env, "log_path": log_path,
+                                   "pid_dir": self.pid_dir})
+
+    def wait_ready(self, started: dict, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
+                   argv: list[str], still_starting=None) -> None:
+        # The wait runs in the host's agent, one call, so no still-starting notes come back from it.
+        self.call("wait_ready", {"record": started["record"], "engine": spec.engine, "port": port,
+                                 "log_path": log_path, "timeout_s": timeout_s, "argv": argv}, timeout_s + 30)
+
+    def stop(self, started: dict) -> TeardownResult:
+        reply = self.call("stop", {"record": started["record"], "pidfile": started["pidfile"],
+                                   "term_wait_s": self.term_wait_s}, self.term_wait_s + 30)
+        return TeardownResult(**reply)
+
+    def host_dir(self, run_dir: Path) -> str:
+        """The host's folder for a run folder here: the same path under the host's workdir."""
+        return f"{self.config.workdir}/runs/{Path(run_dir).resolve().relative_to(self.local_runs.resolve()).as_posix()}"
+
+    def fetch(self, host_dir: str, run_dir: Path) -> None:
+        """Bring the host's files of this step (server log, request records) into the run folder."""
+        done = self.run(["tar", "-C", host_dir, "-cf", "-", "."])
+        if done.returncode != 0:
+            raise ServerError("environment_unavailable", f"host {self.name!r}: could not fetch {host_dir}: "
+                              f"{done.stderr.decode(errors='replace').strip()}")
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
+            archive.extractall(run_dir, filter="data")
+
+    def remove(self, host_dir: str) -> None:
+        """Delete a step's folder on the host, and its run's and target's once they are empty."""
+        self.call("clean", {"folder": host_dir, "root": f"{self.config.workdir}/runs"})
+
+
+class SshHost(dg.ConfigurableResource):
+    """A GPU host of the hosts file reached over SSH; its state (runs, pidfiles) is under
+    `workdir` there, and its run folders here under `state_dir` like the local host's."""
+
+    name: str
+    config: dict  # the SshHostConfig fields (a resource's config is plain data)
+    state_dir: str
+    check_foreign_processes: bool = True
+    teardown_term_wait_s: float = 15.0
+
+    def ssh(self) -> SshHostConfig:
+        return SshHostConfig.model_validate(self.config)
+
+    def transport(self) -> SshTransport:
+        return SshTransport(self.name, self.ssh(), self.state_path() / "runs", self.check_foreign_processes,
+                            self.teardown_term_wait_s)
+
+    def state_path(self) -> Path:
+        return Path(self.state_dir)
+
+    def python_executable(self, spec: ServerSpec) -> Path:
+        return Path(spec.python) if spec.python else Path(self.ssh().python)
+
+    def facts(self) -> dict:
+        t0 = time.time()
+        facts = self.transport().call("facts", {"python": self.ssh().python})
+        facts["clock_skew_s"] = facts["time"] - (t0 + time.time()) / 2
+        return facts
+
+    def gpu_names(self) -> list[str]:
+        return [gpu["name"] for gpu in self.facts()["gpus"]]
+
+    def engine_identity(self, spec: ServerSpec) -> str | None:
+        return self.facts()["engines"].get(spec.engine)
+
+    def reap_orphans(self) -> ReapReport:
+        """This tool's orphan servers on the host, torn down there (invariant 8)."""
+        transport = self.transport()
+        return ReapReport(**transport.call("reap", {"pid_dir": transport.pid_dir,
+                                                    "term_wait_s": self.teardown_term_wait_s}))
+
+    @contextmanager
+    def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
+        transport = self.transport()
+        try:
+            with serve_on(transport, self.name, spec, self.python_executable(spec), run_dir, label) as launch:
+                yield launch
+        finally:
+            try:
+                transport.remove(transport.host_dir(Path(run_dir)))
+            except ServerError as error:
+                log.warning("host %r: step folder left on the host: %s", self.name, error)
+
+    def measure(self, bench, base_url: str, served_model: str, workload, vocab_size: int, repeats: int,
+                warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
+                max_model_len: int | None = None) -> Measurement:
+        """The benchmark client on the host beside the server. Its records are written into the
+        step's folder there, which comes back whole with the server log at teardown."""
+        transport, local = self.transport(), Path(records_dir) if records_dir else None
+        host_records = transport.host_dir(local) if local else f"{self.ssh().workdir}/runs/bench"
+        reply = transport.call("bench", {
+            "base_url": base_url, "served_model": served_model, "workload": workload.model_dump(mode="json"),
+            "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
+            "records_dir": host_records, "max_model_len": max_model_len}, timeout_s=24 * 3600)
+        return Measurement.model_validate(reply)

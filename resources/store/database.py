@@ -1,0 +1,69 @@
+"""Which database the result store (and, for a fleet, Dagster) uses, and whether it answers.
+
+`HYPERLOOM_POSTGRES_URL` names a shared PostgreSQL database for a fleet; without it each
+machine keeps SQLite under `DAGSTER_HOME`. Dagster's Postgres storage drives psycopg2,
+and SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3, so the URL is spelled
+with its driver (`postgresql+psycopg2://`) for both.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+
+POSTGRES_URL_ENV = "HYPERLOOM_POSTGRES_URL"
+_BARE_SCHEMES = ("postgresql://", "postgres://")
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The configured database does not connect; the message names it (password hidden)."""
+
+
+def postgres_url(environ=os.environ) -> str | None:
+    url = environ.get(POSTGRES_URL_ENV)
+    return with_psycopg2(url) if url else None
+
+
+def with_psycopg2(url: str) -> str:
+    for scheme in _BARE_SCHEMES:
+        if url.startswith(scheme):
+            return "postgresql+psycopg2://" + url[len(scheme):]
+    return url
+
+
+def shown(url: str) -> str:
+    """The URL as an error may print it: without its password."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "<unparseable URL>"
+
+
+def check_connects(url: str, source: str = POSTGRES_URL_ENV, timeout_s: int = 10) -> None:
+    """Connect once; DatabaseUnavailable saying which database and why, before anything runs."""
+    try:
+        args = {"connect_timeout": timeout_s} if url.startswith("postgresql") else {}
+        engine = sa.create_engine(url, connect_args=args, poolclass=sa.pool.NullPool)
+        with engine.connect():
+            pass
+    except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
+        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        raise DatabaseUnavailable(f"{source}: {shown(url)} does not connect: {reason}") from error
+
+
+class ExtraTables:
+    """Tables of a module's own (its `metadata`) in a ResultStore's database, created on first use."""
+
+    metadata: sa.MetaData
+
+    def __init__(self, store):
+        self._store = store
+        self._ready = False
+
+    def engine(self) -> sa.Engine:
+        engine = self._store.engine()
+        if not self._ready:
+            self.metadata.create_all(engine)
+            self._ready = True
+        return engine

@@ -1,0 +1,111 @@
+"""`hyperloom instance-config`: SQLite by default, Postgres and Celery from the environment,
+a URL that does not connect refused before anything runs, and the Kubernetes example valid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from dagster._config import validate_config
+from dagster._core.instance.config import dagster_instance_config
+from dagster._core.instance.ref import InstanceRef
+from dagster_k8s import K8sRunLauncher
+from dagster_k8s.job import get_user_defined_k8s_config
+
+from hyperloom_assets.cli.instance_config import instance_yaml
+from hyperloom_assets.core.fleet.tags import host_run_tags
+from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.resources.store.database import DatabaseUnavailable
+from hyperloom_assets.resources.store.results import ResultStore
+from tests.conftest import REPO
+from tests.fleet.test_leases import write_sim_target
+
+NOWHERE = "postgresql://postgres@127.0.0.1:1/nothing"
+
+
+def instance_config(home: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HYPERLOOM_")}
+    return subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "instance-config", str(home)],
+                          env={**environ, **env}, capture_output=True, text=True, timeout=120)
+
+
+def load(home: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+
+
+def test_default_is_sqlite_with_one_run_per_host(tmp_path) -> None:
+    done = instance_config(tmp_path)
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load((tmp_path / "dagster.yaml").read_text())
+    assert "storage" not in config and "run_launcher" not in config
+    limits = config["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert limits == [{"key": "hyperloom/host", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+    with load(tmp_path) as instance:
+        assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+        assert instance.get_concurrency_config().run_queue_config.tag_concurrency_limits == limits
+
+
+def test_postgres_url_gives_postgres_storage_spelled_for_psycopg2(tmp_path, postgres_url) -> None:
+    done = instance_config(tmp_path, HYPERLOOM_POSTGRES_URL=postgres_url)
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load((tmp_path / "dagster.yaml").read_text())
+    stored = config["storage"]["postgres"]["postgres_url"]
+    assert stored.startswith("postgresql+psycopg2://"), "a bare postgresql:// means psycopg 3 to SQLAlchemy 2.1"
+    with load(tmp_path) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+
+
+def test_a_postgres_url_that_does_not_connect_is_an_error_naming_it(tmp_path) -> None:
+    done = instance_config(tmp_path, HYPERLOOM_POSTGRES_URL=NOWHERE)
+    assert done.returncode == 1
+    assert "HYPERLOOM_POSTGRES_URL: postgresql+psycopg2://postgres@127.0.0.1:1/nothing does not connect" in done.stderr
+    assert not (tmp_path / "dagster.yaml").exists(), "nothing written"
+    with pytest.raises(DatabaseUnavailable, match="result store: .* does not connect"):
+        ResultStore(url=NOWHERE).engine()
+
+
+def test_a_store_that_does_not_connect_fails_the_run_before_any_launch(tmp_path, host) -> None:
+    write_sim_target(tmp_path / "targets")
+    defs = build_defs(tmp_path / "targets", host=host, store=ResultStore(url=NOWHERE))
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("baseline_job").execute_in_process(
+            partition_key="sim-a", instance=instance, raise_on_error=False)
+        text = " ".join(str(e.dagster_event.event_specific_data) for e in instance.all_logs(result.run_id)
+                        if e.dagster_event)
+    assert not result.success
+    assert "does not connect" in text
+    assert not list((Path(host.state_path()) / "runs").glob("*/*/baseline/server.log")), "no server was launched"
+
+
+def test_celery_broker_gives_the_celery_run_launcher_and_a_worker_config(tmp_path, redis_server) -> None:
+    done = instance_config(tmp_path, HYPERLOOM_CELERY_BROKER=redis_server.url)
+    assert done.returncode == 0, done.stderr
+    worker = yaml.safe_load((tmp_path / "celery.yaml").read_text())
+    assert worker == {"execution": {"config": {"broker": redis_server.url, "backend": redis_server.url}}}
+    with load(tmp_path) as instance:
+        assert type(instance.run_launcher).__name__ == "CeleryRunLauncher"
+
+
+def test_the_kubernetes_example_passes_dagsters_config_validation(tmp_path) -> None:
+    example = REPO / "examples" / "fleet" / "dagster-k8s.yaml"
+    (tmp_path / "dagster.yaml").write_text(example.read_text())
+    config, _ = dagster_instance_config(str(tmp_path))  # the instance schema: raises on any error
+    launcher = config["run_launcher"]
+    assert (launcher["module"], launcher["class"]) == ("dagster_k8s", "K8sRunLauncher")
+    checked = validate_config(K8sRunLauncher.config_type(), launcher["config"])
+    assert checked.success, [error.message for error in checked.errors]
+    tags = host_run_tags("gpu-a", {"HYPERLOOM_K8S_NODE_LABEL": "hyperloom/host"})
+    assert get_user_defined_k8s_config(tags).pod_spec_config == {"node_selector": {"hyperloom/host": "gpu-a"}}
+    assert json.loads(tags["dagster-k8s/config"])  # a run tag is a string
+
+
+def test_instance_yaml_is_the_setup_default_without_the_environment() -> None:
+    assert "storage" not in instance_yaml({}) and "tag_concurrency_limits" in instance_yaml({})

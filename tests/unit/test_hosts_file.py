@@ -1,0 +1,102 @@
+"""The hosts file and a target's host: every problem names the file, the field and what was expected."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hyperloom_assets.core.config.hosts import load_host_names, load_hosts
+from hyperloom_assets.core.config.targets import load_targets
+
+SSH = {"kind": "ssh", "address": "10.1.2.3", "user": "bench", "identity_file": "keys/id", "known_hosts": "keys/kh",
+       "python": "/opt/venv/bin/python", "workdir": "/var/tmp/hyperloom"}
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "id").write_text("key")
+    (tmp_path / "keys" / "kh").write_text("[10.1.2.3]:22 ssh-ed25519 AAAA")
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps({"vocab_size": 100}))
+    (tmp_path / "targets").mkdir()
+    return tmp_path
+
+
+def write_hosts(repo: Path, hosts: dict) -> Path:
+    path = repo / "hosts.yaml"
+    path.write_text(yaml.safe_dump(hosts))
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    return [str(p) for p in load_hosts(path)[1]]
+
+
+def test_a_good_ssh_host_resolves_its_key_paths_and_local_always_exists(repo) -> None:
+    hosts, found = load_hosts(write_hosts(repo, {"gpu-a": SSH}))
+    assert found == []
+    assert set(hosts) == {"local", "gpu-a"}
+    assert hosts["gpu-a"].identity_file == repo / "keys" / "id" and hosts["gpu-a"].port == 22
+    assert set(load_hosts(repo / "absent.yaml")[0]) == {"local"}, "no hosts file: this machine only"
+
+
+@pytest.mark.parametrize("change, field, expected", [
+    ({"address": None}, "gpu-a.address", "required field is missing"),
+    ({"identity_file": "keys/nope"}, "gpu-a.identity_file", "does not exist"),
+    ({"known_hosts": "keys"}, "gpu-a.known_hosts", "a readable known_hosts file"),  # a folder cannot be read
+    ({"known_hosts": "keys/missing"}, "gpu-a.known_hosts", "No such file"),
+    ({"kind": "telnet"}, "gpu-a.kind", "local or ssh"),
+    ({"colour": "blue"}, "gpu-a.colour", "unknown field"),
+    ({"port": 0}, "gpu-a.port", "greater than 0"),
+])
+def test_each_bad_host_field_is_named(repo, change, field, expected) -> None:
+    entry = {key: value for key, value in {**SSH, **change}.items() if value is not None}
+    found = problems(write_hosts(repo, {"gpu-a": entry}))
+    matching = [p for p in found if p.startswith(f"{repo / 'hosts.yaml'}: {field}: ")]
+    assert matching and expected in matching[0], found
+
+
+def test_local_cannot_be_remote_and_names_are_labels(repo) -> None:
+    found = problems(write_hosts(repo, {"local": SSH, "gpu.a": {"kind": "local"}}))
+    assert any("local.kind" in p and "always this machine" in p for p in found), found
+    assert any(": gpu.a: " in p and "host name" in p for p in found), found
+
+
+def test_a_target_naming_an_unknown_host_is_a_target_error_listing_the_known(repo) -> None:
+    hosts_path = write_hosts(repo, {"gpu-a": SSH})
+    (repo / "targets" / "t.yaml").write_text(yaml.safe_dump({
+        "engine": "vllm", "model": "models/m", "host": "gpu-z",
+        "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}))
+    good, found = load_targets(repo / "targets", hosts=load_host_names(hosts_path)[0])
+    assert good == {}
+    assert [str(p) for p in found] == [f"{repo / 'targets' / 't.yaml'}: host: one of the hosts of {hosts_path} "
+                                       f"(gpu-a, local), got 'gpu-z'"]
+
+
+def test_a_target_naming_a_broken_host_says_what_is_wrong_with_it(repo) -> None:
+    hosts_path = write_hosts(repo, {"gpu-a": {**SSH, "identity_file": "keys/nope"}})
+    (repo / "targets" / "t.yaml").write_text(yaml.safe_dump({
+        "engine": "vllm", "model": "models/m", "host": "gpu-a",
+        "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}))
+    _, found = load_targets(repo / "targets", hosts=load_host_names(hosts_path)[0])
+    assert len(found) == 1 and found[0].field == "host"
+    assert "gpu-a.identity_file" in found[0].expected and "does not exist" in found[0].expected
+
+
+def test_targets_check_reports_an_unknown_host_and_a_bad_hosts_file(repo) -> None:
+    write_hosts(repo, {"gpu-a": SSH, "gpu-b": {**SSH, "known_hosts": "keys/missing"}})
+    (repo / "targets" / "t.yaml").write_text(yaml.safe_dump({
+        "engine": "vllm", "model": "models/m", "host": "gpu-z",
+        "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}))
+    done = subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "targets", "check", str(repo / "targets")],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1
+    assert "gpu-b.known_hosts: a readable known_hosts file" in done.stdout
+    assert "t.yaml: host: one of the hosts of" in done.stdout and "(gpu-a, local), got 'gpu-z'" in done.stdout
