@@ -15,10 +15,11 @@ terminated whose worker is gone (so nothing answers the cancel) is marked cancel
 after cancel_timeout_seconds, longer than a teardown's worst case (15 s TERM wait plus
 5 s KILL wait per server); and the concurrency slots of a run that ended without
 releasing them are freed free_slots_after_run_end_seconds after it ended. Dagster's
-default run launcher has no worker health check, so monitoring cannot see a worker
-that died while its run was STARTED (it would hold its host's run slot forever); the
-host resource does that at the next run on the host (resources/hosts/run_workers.py),
-daemon or not. No max_runtime_seconds: a GPU run may legitimately take many hours.
+default run launcher has no worker health check, so without Celery the instance uses
+WorkerCheckingRunLauncher (resources/hosts/run_launcher.py), which answers it from the
+worker records every run writes; a run whose worker died is marked failed within a
+poll interval, and frees its host. Without the daemon, the next run on this machine
+does the same (resources/hosts/run_workers.py). No max_runtime_seconds: a GPU run may legitimately take many hours.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ def instance_yaml(environ: Mapping[str, str]) -> str:
     if celery:
         sections["run_launcher"] = {"module": "dagster_celery.launcher", "class": "CeleryRunLauncher",
                                     "config": {**celery, "default_queue": CELERY_DEFAULT_QUEUE}}
+    else:  # Celery checks its own workers' health; the default launcher cannot
+        sections["run_launcher"] = {"module": "hyperloom_assets.resources.hosts.run_launcher",
+                                    "class": "WorkerCheckingRunLauncher"}
     extra = yaml.safe_dump(sections, sort_keys=False) if sections else ""
     return INSTANCE_YAML + extra
 

@@ -1,13 +1,13 @@
 """Which Dagster run each worker process on this host serves, and the runs whose worker died.
 
 A run whose worker process is killed (SIGKILL, the OOM killer, a closed laptop) stays
-STARTED in Dagster's storage and keeps the host pool's slot its step claimed, so the
-next run's first serving step would wait for that slot forever. Dagster's run
-monitoring cannot see it: the default run launcher has no worker health check, and a
-`dagster job execute` run has no code server watching its process. So every run that
-uses a host records its worker here (pid and creation time, so a reused pid never
-counts as alive), and the next run on the host marks the runs of dead workers failed
-and frees their slots before it claims its own. While a run lives, CancelWatch turns a
+STARTED in Dagster's storage and holds its host (the run queue's `hyperloom/host`
+limit), so the next queued run on the host would wait forever. Dagster's default run
+launcher has no worker health check, and a `dagster job execute` run has no code server
+watching its process. So every run that uses a host records its worker here (pid and
+creation time, so a reused pid never counts as alive); the daemon's run monitoring asks
+WorkerCheckingRunLauncher (run_launcher.py), which reads these records, and the next
+run on this machine marks the runs of dead workers failed before it starts serving. While a run lives, CancelWatch turns a
 Terminate from the UI into the same interrupt SIGTERM gives, however the run was started.
 """
 
@@ -43,6 +43,15 @@ def record_worker(folder: Path, run_id: str) -> Path:
     partial.write_text(WorkerRecord(run_id=run_id, pid=os.getpid(), create_time=me.create_time()).model_dump_json())
     partial.replace(path)
     return path
+
+
+def worker_alive(folder: Path, run_id: str) -> bool | None:
+    """Is the worker recorded for `run_id` alive? None when there is no readable record."""
+    try:
+        record = WorkerRecord.model_validate_json((folder / f"{run_id}{WORKER_SUFFIX}").read_text())
+    except (OSError, ValidationError, ValueError):
+        return None
+    return process_alive(record.pid, record.create_time)
 
 
 def dead_workers(folder: Path) -> list[tuple[Path, WorkerRecord]]:

@@ -43,7 +43,8 @@ def test_default_is_sqlite_with_one_run_per_host(tmp_path) -> None:
     done = instance_config(tmp_path)
     assert done.returncode == 0, done.stderr
     config = yaml.safe_load((tmp_path / "dagster.yaml").read_text())
-    assert "storage" not in config and "run_launcher" not in config
+    assert "storage" not in config
+    assert config["run_launcher"]["class"] == "WorkerCheckingRunLauncher", "run monitoring needs a worker health check"
     limits = config["concurrency"]["runs"]["tag_concurrency_limits"]
     assert limits == [{"key": "hyperloom/host", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
     with load(tmp_path) as instance:
