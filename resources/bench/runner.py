@@ -23,6 +23,7 @@ import aiohttp
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
+from hyperloom_assets.core.measurement.serving import BenchOvertime
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,
     Plan,
@@ -53,14 +54,6 @@ class BenchInputError(ValueError):
 
 class BenchRunError(RuntimeError):
     """A round in which no request succeeded: the server or the model name is wrong."""
-
-
-class BenchOvertime(RuntimeError):
-    """The measurement ran past its time limit; the round in flight was cancelled."""
-
-    def __init__(self, elapsed_s: float, limit_s: float):
-        self.elapsed_s, self.limit_s = elapsed_s, limit_s
-        super().__init__(f"measuring passed its limit of {limit_s:.1f} s; stopped after {elapsed_s:.1f} s")
 
 
 class RoundProgress(Strict):

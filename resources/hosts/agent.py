@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hyperloom_assets.core.engines import known_engines
-from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerError
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
 from hyperloom_assets.resources.hosts.preflight import allocate_port, read_gpu_memory
@@ -79,7 +79,7 @@ def _bench(req: dict) -> dict:
     measurement = measure(req["base_url"], req["served_model"], Workload.model_validate(req["workload"]),
                           req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
                           num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
-                          max_model_len=req["max_model_len"])
+                          max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"))
     return measurement.model_dump(mode="json")
 
 
@@ -110,6 +110,8 @@ def handle(op: str, request: dict) -> dict[str, Any]:
     except ServerError as error:
         return {"server_error": {"error_class": error.error_class, "message": error.message,
                                  "log_tail": error.log_tail, "argv": error.argv}}
+    except BenchOvertime as error:  # the control node raises it again, so overtime reads the same on every host
+        return {"overtime": {"elapsed_s": error.elapsed_s, "limit_s": error.limit_s}}
     except Exception as error:  # noqa: BLE001 - it crosses back to the control node, which raises it
         return {"agent_error": {"type": type(error).__name__, "message": str(error)}}
 

@@ -28,7 +28,7 @@ import dagster as dg
 
 from hyperloom_assets.core.config.hosts import SshHostConfig
 from hyperloom_assets.core.measurement.measurement import Measurement
-from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import BenchOvertime, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.agent import REPLY_MARK
 from hyperloom_assets.resources.hosts.lifecycle import serve_on
@@ -105,6 +105,8 @@ class SshTransport:
         if "server_error" in reply:
             failure = reply["server_error"]
             raise ServerError(failure["error_class"], failure["message"], failure["log_tail"], failure["argv"])
+        if "overtime" in reply:
+            raise BenchOvertime(**reply["overtime"])
         if "agent_error" in reply:
             failure = reply["agent_error"]
             known = {"BenchInputError": BenchInputError, "BenchRunError": BenchRunError}.get(failure["type"], RuntimeError)
@@ -204,13 +206,15 @@ class SshHost(dg.ConfigurableResource):
 
     def measure(self, bench, base_url: str, served_model: str, workload, vocab_size: int, repeats: int,
                 warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
-                max_model_len: int | None = None) -> Measurement:
+                max_model_len: int | None = None, timeout_s: float | None = None, progress=None) -> Measurement:
         """The benchmark client on the host beside the server. Its records are written into the
-        step's folder there, which comes back whole with the server log at teardown."""
+        step's folder there, which comes back whole with the server log at teardown. The time
+        limit holds there too; per-round progress stays on the host (one call, one reply)."""
         transport, local = self.transport(), Path(records_dir) if records_dir else None
         host_records = transport.host_dir(local) if local else f"{self.ssh().workdir}/runs/bench"
         reply = transport.call("bench", {
             "base_url": base_url, "served_model": served_model, "workload": workload.model_dump(mode="json"),
             "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
-            "records_dir": host_records, "max_model_len": max_model_len}, timeout_s=24 * 3600)
+            "records_dir": host_records, "max_model_len": max_model_len, "timeout_s": timeout_s},
+            timeout_s=(timeout_s + OP_TIMEOUT_S) if timeout_s else 24 * 3600)
         return Measurement.model_validate(reply)

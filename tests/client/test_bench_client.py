@@ -222,3 +222,16 @@ def test_an_interrupt_during_a_round_stops_it_at_once_and_reaches_the_caller(ech
         assert signal.getsignal(signal.SIGINT) is raise_interrupted, "the caller's handler is back"
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_the_host_agents_bench_keeps_the_time_limit_and_replies_overtime(echo_server, tmp_path):
+    # An SSH host measures through this op; its reply is what the control node raises again as BenchOvertime.
+    from hyperloom_assets.resources.hosts.agent import handle
+
+    url = echo_server("--token-delay-ms", "50")
+    workload = Workload(kind="random", isl=8, osl=200, concurrency=1, num_prompts=2)
+    reply = handle("bench", {"base_url": url, "served_model": "echo", "workload": workload.model_dump(mode="json"),
+                             "vocab_size": 100, "repeats": 1, "warmups": 0, "num_prompts": None,
+                             "records_dir": str(tmp_path), "max_model_len": None, "timeout_s": 0.5})
+    assert set(reply) == {"overtime"} and reply["overtime"]["limit_s"] == 0.5
+    assert 0.5 <= reply["overtime"]["elapsed_s"] < 5.0

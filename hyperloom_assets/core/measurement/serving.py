@@ -57,3 +57,11 @@ class ServerError(RuntimeError):
         self.argv = argv or []
         detail = f"\n--- server log tail ---\n{log_tail}" if log_tail else ""
         super().__init__(f"{error_class}: {message}{detail}")
+
+
+class BenchOvertime(RuntimeError):
+    """The measurement ran past its time limit; the round in flight was cancelled (on any host)."""
+
+    def __init__(self, elapsed_s: float, limit_s: float):
+        self.elapsed_s, self.limit_s = elapsed_s, limit_s
+        super().__init__(f"measuring passed its limit of {limit_s:.1f} s; stopped after {elapsed_s:.1f} s")
