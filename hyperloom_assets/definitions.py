@@ -23,6 +23,7 @@ from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.sensors import build_sensors
@@ -68,7 +69,7 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         jobs=jobs,
         sensors=build_sensors(partitions, {job.name: job for job in jobs}),
         resources={"catalog": catalog, "hosts": hosts, "bench": BenchmarkClient(), "store": store,
-                   "envs": envs or ReleaseEnvironments()},
+                   "envs": envs or ReleaseEnvironments(), "llm": LlmProviders()},
     )
 
 
