@@ -19,7 +19,7 @@ from hyperloom_assets.core.engines.registry import harness_flags_for
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
 from hyperloom_assets.core.planning.variants import LlmOrigin, Variant
-from hyperloom_assets.core.proposer.evidence import SOURCE_BYTES, critic_payload, proposer_payload
+from hyperloom_assets.core.proposer.evidence import critic_payload, flag_rows, proposer_payload
 from hyperloom_assets.core.proposer.guard import RULES, GuardInputs, argv_shape_error, guard
 from hyperloom_assets.core.proposer.prompts import CRITIC_PROMPT, PROPOSER_PROMPT, load_prompt, render
 from hyperloom_assets.core.proposer.record import LlmCall, ProposalFate, ProposerRound
@@ -56,7 +56,7 @@ def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[st
              "builder": parser.builder if parser else "", "package": spec.package,
              "builder_args": [speaking(spec.name, inputs.target.server_args).name] if spec.flavor_of else [],
              "prefix": [spec.model_flag, "m"], "argvs": argvs,
-             "source_files": list(spec.source_context), "max_source_bytes": SOURCE_BYTES}
+             "source_files": list(spec.source_context), "max_source_bytes": inputs.settings.source_bytes}
     tree = str(inputs.target.framework_tree) if inputs.target.framework_tree else None
     return {"python": str(inputs.host.python_executable(inputs.baseline.spec)), "probe": probe,
             "patches": patches, "tree": tree}
@@ -135,7 +135,8 @@ def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Vari
     """The approved candidates of one round, in the model's order, none already tried."""
     s, log = inputs.settings, inputs.context.log
     first = inputs.host.proposal_checks(_probe_request(inputs, [], []))["probe"]
-    evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, first.get("flags", []),
+    flags = flag_rows(first.get("flags", []), s.flag_help)
+    evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
                                 inputs.profile_table, first.get("sources", {}), [k.name for k in keepers],
                                 s.max_proposals)
     call, reply = _ask(inputs, "proposer", round_no, evidence, ProposerReply)

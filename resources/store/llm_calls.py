@@ -29,6 +29,7 @@ LLM_CALLS = sa.Table(
     sa.Column("prompt_version", sa.String, nullable=False),
     sa.Column("messages", sa.Text, nullable=False),  # JSON list of {role, content}
     sa.Column("reply_text", sa.Text),
+    sa.Column("parsed", sa.Text),  # JSON: the reply as the schema read it, null when it did not parse
     sa.Column("parse_error", sa.Text),
     sa.Column("call_error", sa.Text),
     sa.Column("tokens_in", sa.Integer),
@@ -58,7 +59,8 @@ class LlmCallLog(ExtraTables):
             for call in record.calls:
                 conn.execute(LLM_CALLS.insert().values(
                     target=target, run_id=run_id, **call.model_dump(mode="json", exclude={"messages", "parsed"}),
-                    messages=json.dumps([m.model_dump() for m in call.messages]), created_at=now))
+                    messages=json.dumps([m.model_dump() for m in call.messages]),
+                    parsed=json.dumps(call.parsed) if call.parsed is not None else None, created_at=now))
             conn.execute(PROPOSER_ROUNDS.insert().values(
                 target=target, run_id=run_id, round=record.round,
                 record=record.model_dump_json(exclude={"calls"}), created_at=now))
@@ -69,7 +71,8 @@ class LlmCallLog(ExtraTables):
             rows = [dict(row._mapping) for row in conn.execute(query)]
         fields = set(LlmCall.model_fields)
         return [LlmCall.model_validate({**{k: v for k, v in row.items() if k in fields},
-                                        "messages": json.loads(row["messages"])}) for row in rows]
+                                        "messages": json.loads(row["messages"]),
+                                        "parsed": json.loads(row["parsed"]) if row["parsed"] else None}) for row in rows]
 
     def rounds(self, target: str) -> list[dict]:
         query = sa.select(PROPOSER_ROUNDS).where(PROPOSER_ROUNDS.c.target == target).order_by(PROPOSER_ROUNDS.c.id)

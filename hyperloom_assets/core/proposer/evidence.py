@@ -15,12 +15,16 @@ from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
 
-SOURCE_BYTES = 24_000  # all source files together: the prompt stays a few thousand tokens
-
-
 def baseline_telemetry(baseline: BaselineResult) -> dict[str, Any] | None:
     """The server telemetry the baseline scraped, once it carries one (the search work adds it)."""
     return getattr(baseline, "telemetry", None)
+
+
+def flag_rows(flags: list[dict], with_help: bool) -> list[dict]:
+    """The parser's flags; without help, only what a model needs to write a valid token."""
+    if with_help:
+        return flags
+    return [{k: v for k, v in flag.items() if k in ("flags", "choices") and v} for flag in flags]
 
 
 def trial_rows(trials: list[TrialRecord]) -> list[dict[str, Any]]:

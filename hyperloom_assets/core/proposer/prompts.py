@@ -29,5 +29,5 @@ def load_prompt(name: str, folder: Path = PROMPTS_DIR) -> Prompt:
 
 
 def render(payload: dict) -> str:
-    """The user message: the evidence as indented JSON, keys in the order given."""
-    return json.dumps(payload, indent=1, default=str)
+    """The user message: the evidence as compact JSON, keys in the order given."""
+    return json.dumps(payload, separators=(",", ":"), default=str)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import PositiveInt
+from pydantic import Field, PositiveInt
 
 from hyperloom_assets.core.models import Frozen, Strict
 
@@ -30,6 +30,8 @@ class ProposerField(Strict):
     critic_model: str | None = None
     # USD per million tokens (input, output), where the operator knows the price: the record's cost.
     price_per_mtok: tuple[float, float] | None = None
+    source_bytes: int = Field(default=24_000, ge=0)  # engine source shown for patches, all files together
+    flag_help: bool = True  # the flag list with each flag's help and default (off: names and choices only)
 
 
 class ProposerSettings(Frozen):
@@ -40,6 +42,8 @@ class ProposerSettings(Frozen):
     critic_provider: Provider
     critic_model: str | None
     price_per_mtok: tuple[float, float] | None = None
+    source_bytes: int = 24_000
+    flag_help: bool = True
 
     @property
     def asks_a_model(self) -> bool:
@@ -67,4 +71,5 @@ def resolve_settings(field: ProposerField | None, environ: Mapping[str, str]) ->
     critic = field.critic_provider or provider
     return ProposerSettings(provider=provider, model=model, max_proposals=field.max_proposals,
                             max_rounds=field.max_rounds, critic_provider=critic,
-                            critic_model=field.critic_model or model, price_per_mtok=field.price_per_mtok)
+                            critic_model=field.critic_model or model, price_per_mtok=field.price_per_mtok,
+                            source_bytes=field.source_bytes, flag_help=field.flag_help)
