@@ -23,6 +23,7 @@ from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.sensors import build_sensors
@@ -39,7 +40,7 @@ def default_host() -> LocalHost:
 
 
 def build_defs(folder: Path | None = None, host: LocalHost | None = None, store: ResultStore | None = None,
-               envs: ReleaseEnvironments | None = None) -> dg.Definitions:
+               envs: ReleaseEnvironments | None = None, llm: LlmProviders | None = None) -> dg.Definitions:
     """The graph for a targets folder; tests pass their own folder, local host and store.
 
     `host` is this machine; the hosts file (beside the targets folder, or
@@ -68,7 +69,7 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         jobs=jobs,
         sensors=build_sensors(partitions, {job.name: job for job in jobs}),
         resources={"catalog": catalog, "hosts": hosts, "bench": BenchmarkClient(), "store": store,
-                   "envs": envs or ReleaseEnvironments()},
+                   "envs": envs or ReleaseEnvironments(), "llm": llm or LlmProviders()},
     )
 
 

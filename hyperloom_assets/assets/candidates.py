@@ -1,30 +1,42 @@
-"""The `candidates` asset: the first plan of variants, best first, each with its reason."""
+"""The `candidates` asset: the first plan of variants, best first, each with its reason.
+
+With a model configured (the target's `proposer`, or HYPERLOOM_PROPOSER), the model's
+approved proposals come first, in the order it gave them; the rule planner's follow.
+"""
 
 import dagster as dg
 from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.tables import plan_table
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
 from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.results import ResultStore
 
 
 def build_candidates_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="explore",
               description="The first plan: variants with fingerprint, provenance and reason, best first.")
-    def candidates(context: AssetExecutionContext, catalog: TargetCatalog, store: ResultStore,
-                   baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[list[Variant]]:
+    def candidates(context: AssetExecutionContext, catalog: TargetCatalog, store: ResultStore, hosts: HostFleet,
+                   llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[list[Variant]]:
         target = catalog.target(context.partition_key)
         variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
+        settings = settings_for(target)
+        if settings.asks_a_model:
+            inputs = RoundInputs(context, target, hosts.for_target(target), llm, store, baseline, roofline, settings)
+            variants = propose(inputs, 1, trials=[], keepers=[], tried=set()) + variants
         # Variants already in this context's ledger stay in the plan: the climb replays
         # their recorded outcome instead of measuring them again.
         recorded = {row["fingerprint"] for row in store.trials(baseline.context_key)}
         return dg.Output(variants, metadata={
             "count": len(variants), "in_ledger": sum(variant_fingerprint(v) in recorded for v in variants),
+            "proposer": settings.label if settings.asks_a_model else "rules",
             "plan": table_value(plan_table(variants, recorded))})
 
     return candidates

@@ -14,6 +14,7 @@ from dagster import AssetExecutionContext
 from pydantic import ValidationError
 
 from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
 from hyperloom_assets.assets.stops import record_stop, recorded_stops
 from hyperloom_assets.core.decisions.climb import (
     OVERTIME,
@@ -38,6 +39,7 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
+from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.results import ResultStore
 
 
@@ -45,12 +47,15 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="explore",
               description="The climb: each variant against the running best, re-planning after each keeper.")
     def trials(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
-               store: ResultStore, baseline: BaselineResult, roofline: RooflineResult,
+               store: ResultStore, llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult,
                candidates: list[Variant]) -> dg.Output[TrialsResult]:
         target = catalog.target(context.partition_key)
         host = hosts.for_target(target)
+        settings = settings_for(target)
+        rounds = RoundInputs(context, target, host, llm, store, baseline, roofline, settings) \
+            if settings.asks_a_model else None
         with recorded_stops(context, store, "trials"):
-            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates)
+            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds)
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
@@ -106,14 +111,20 @@ def _look_text(look: Look) -> str:
 
 
 def run_climb(context, target, host, bench, store, baseline: BaselineResult, roofline: RooflineResult,
-              first_plan: list[Variant]) -> TrialsResult:
+              first_plan: list[Variant], rounds: RoundInputs | None = None) -> TrialsResult:
     name, key = context.partition_key, baseline.context_key
     limit = overtime_limit_s(baseline.measuring_s)
+    finished: list[TrialRecord] = []
+    asked = [1]  # the proposer's rounds so far: `candidates` asked the first
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
             return first_plan
-        return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
+        rules = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
+        if rounds is None or asked[0] >= rounds.settings.max_rounds:
+            return rules
+        asked[0] += 1
+        return propose(rounds, asked[0], trials=finished, keepers=keepers, tried=tried) + rules
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review, or
@@ -143,11 +154,15 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                          _look_text(look), ", replayed from the ledger" if replayed else "")
 
     def on_trial(record: TrialRecord) -> None:
+        finished.append(record)
         context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
                          ", replayed from the ledger" if record.replayed else "")
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
             "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
+            "provenance": record.variant.trial_provenance(),
+            **({"llm_verdict": dg.MetadataValue.json(record.variant.llm.model_dump(mode="json", exclude={"patch"}))}
+               if record.variant.llm else {}),
             "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
         }))
 

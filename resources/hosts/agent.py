@@ -25,6 +25,7 @@ from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
 from hyperloom_assets.resources.hosts.preflight import allocate_port, read_gpu_memory
 from hyperloom_assets.resources.hosts.process_group import PidRecord, reap_orphans, recorded_exit, stop_recorded
+from hyperloom_assets.resources.hosts.proposal_checks import proposal_checks
 
 REPLY_MARK = "HYPERLOOM-AGENT-REPLY "
 
@@ -101,7 +102,7 @@ def facts(req: dict) -> dict:
 
 OPS: dict[str, Callable[[dict], dict]] = {"prepare": _prepare, "start": _start, "wait_ready": _wait_ready,
                                           "stop": _stop, "reap": _reap, "bench": _bench, "facts": facts,
-                                          "clean": _clean}
+                                          "clean": _clean, "proposal_checks": proposal_checks}
 
 
 def handle(op: str, request: dict) -> dict[str, Any]:

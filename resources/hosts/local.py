@@ -29,6 +29,7 @@ from hyperloom_assets.resources.hosts.host_side import preflight_problems
 from hyperloom_assets.resources.hosts.lifecycle import LocalTransport, serve_on
 from hyperloom_assets.resources.hosts.preflight import read_gpu_memory
 from hyperloom_assets.resources.hosts.process_group import ReapReport, reap_orphans
+from hyperloom_assets.resources.hosts.proposal_checks import proposal_checks
 from hyperloom_assets.resources.hosts.run_workers import CancelWatch, dead_workers, record_worker
 
 log = dg.get_dagster_logger("hyperloom.host")
@@ -108,6 +109,10 @@ class LocalHost(dg.ConfigurableResource):
     def facts(self) -> dict:
         """What `hyperloom hosts check` prints, from the same host-agent op an SSH host runs."""
         return {**agent_facts({"python": self.python}), "clock_skew_s": 0.0}
+
+    def proposal_checks(self, request: dict) -> dict:
+        """The engine's parser and `git apply --check` over a model's proposals (proposal_checks.py)."""
+        return proposal_checks(request)
 
     def engine_identity(self, spec: ServerSpec) -> str | None:
         """`distribution version` of the spec's engine in its serving environment."""

@@ -186,6 +186,10 @@ class SshHost(dg.ConfigurableResource):
     def engine_identity(self, spec: ServerSpec) -> str | None:
         return self.facts()["engines"].get(spec.engine)
 
+    def proposal_checks(self, request: dict) -> dict:
+        """The same checks as the local host's, run on the host by its agent."""
+        return self.transport().call("proposal_checks", request)
+
     def reap_orphans(self) -> ReapReport:
         """This tool's orphan servers on the host, torn down there (invariant 8)."""
         transport = self.transport()

@@ -16,6 +16,7 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator
 
 from hyperloom_assets.core.engines import engine_names
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.proposer.settings import ProposerField
 
 DEFAULT_TARGETS_DIR = Path("targets")
 
@@ -70,6 +71,7 @@ class Target(Strict):
     time_budget_min: float | None = Field(default=None, gt=0)
     repeats: PositiveInt = 3
     sweep_concurrencies: list[PositiveInt] | None = None
+    proposer: ProposerField | None = None  # {provider: rules|anthropic|openai, model, max_proposals, max_rounds}
 
     @field_validator("engine")
     @classmethod

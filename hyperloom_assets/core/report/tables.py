@@ -59,6 +59,7 @@ TRIAL_COLUMNS = columns_of(
     ("index", "int", "trial number, in the order the climb ran them"),
     ("fingerprint", "string", "of the whole launched change (the ledger's key)"),
     ("name", "string", "the variant"),
+    ("provenance", "string", "who proposed it: rules, operator or llm:<provider>/<model>"),
     ("change", "string", "what it changes on top of the running best"),
     ("against", "string", "the running best it was judged against"),
     ("outcome", "string", "KEEP, REVERT, NEEDS_REVIEW, KEEP_UNSTABLE, FAILED or KILLED_OVERTIME"),
@@ -74,7 +75,8 @@ TRIAL_COLUMNS = columns_of(
 
 
 def trials_table(trials: list[TrialRecord]) -> Table:
-    rows = [dict(index=t.index, fingerprint=t.fingerprint, name=t.name, change=describe_change(t.variant),
+    rows = [dict(index=t.index, fingerprint=t.fingerprint, name=t.name, provenance=t.variant.trial_provenance(),
+                 change=describe_change(t.variant),
                  against=t.against, outcome=t.outcome, gain_pct=rounded(t.decision.gain_pct, "%"),
                  ci_low_pct=rounded(t.decision.ci_low_pct, "%"), ci_high_pct=rounded(t.decision.ci_high_pct, "%"),
                  output_throughput=rounded(t.mean, "tok/s"), launches=t.measurements,
@@ -89,6 +91,7 @@ PLAN_COLUMNS = columns_of(
     ("name", "string", "the variant"),
     ("change", "string", "what it changes on the operator's config"),
     ("provenance", "string", "seed_grid, ablation, llm or patch"),
+    ("proposed_by", "string", "rules, operator or llm:<provider>/<model>"),
     ("accuracy_risky", "bool", "must pass the accuracy gate before it is kept"),
     ("in_ledger", "bool", "already tried in this context: the climb replays its outcome"),
     ("reason", "string", "why the planner proposes it"),
@@ -97,7 +100,7 @@ PLAN_COLUMNS = columns_of(
 
 def plan_table(variants: list[Variant], recorded: set[str] = frozenset()) -> Table:
     rows = [dict(index=i + 1, fingerprint=variant_fingerprint(v), name=v.name, change=describe_change(v),
-                 provenance=v.provenance, accuracy_risky=v.accuracy_risky,
+                 provenance=v.provenance, proposed_by=v.trial_provenance(), accuracy_risky=v.accuracy_risky,
                  in_ledger=variant_fingerprint(v) in recorded, reason=v.reason)
             for i, v in enumerate(variants)]
     return Table(columns=PLAN_COLUMNS, rows=rows)

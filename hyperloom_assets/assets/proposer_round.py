@@ -1,0 +1,161 @@
+"""One proposer round: ask the model, guard, ask the critic, turn approvals into candidates.
+
+Used by `candidates` (round 1) and by the climb's re-plan after each keeper (rounds 2 to
+max_rounds). The model's reply is checked by the guard (core/proposer/guard.py) with the
+engine's own parser and `git apply --check` run on the serving host; each proposal that
+passes goes to the critic; every call and every proposal's fate is recorded in the
+result store and as an AssetObservation on `candidates`. A reply that does not parse, or
+a call that fails, is recorded and the round falls back to the rule planner alone.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from hyperloom_assets.core.engines import engine_for, speaking
+from hyperloom_assets.core.engines.registry import harness_flags_for
+from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
+from hyperloom_assets.core.planning.seed_grids import accuracy_risk
+from hyperloom_assets.core.planning.variants import LlmOrigin, Variant
+from hyperloom_assets.core.proposer.evidence import critic_payload, flag_rows, proposer_payload
+from hyperloom_assets.core.proposer.guard import RULES, GuardInputs, argv_shape_error, guard
+from hyperloom_assets.core.proposer.prompts import CRITIC_PROMPT, PROPOSER_PROMPT, load_prompt, render
+from hyperloom_assets.core.proposer.record import LlmCall, ProposalFate, ProposerRound
+from hyperloom_assets.core.proposer.replies import CriticReply, ProposedChange, ProposerReply
+from hyperloom_assets.core.proposer.settings import ProposerConfigError, ProposerSettings, resolve_settings
+from hyperloom_assets.resources.store.llm_calls import LlmCallLog
+
+# Main cannot launch a source patch yet (the patch path lands with its own work): an
+# approved patch is held, recorded, and not planned, so it is never measured without it.
+PATCH_PATH_AVAILABLE = False
+
+
+def settings_for(target) -> ProposerSettings:
+    """The target's proposer with the environment's defaults; a bad one fails the step, naming the field."""
+    try:
+        return resolve_settings(target.proposer, os.environ)
+    except ProposerConfigError as exc:
+        raise dg.Failure(description=str(exc)) from exc
+
+
+class RoundInputs:
+    """What a round needs from its asset: the target's evidence and the resources that act."""
+
+    def __init__(self, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
+                 profile_table: list[dict] | None = None):
+        self.context, self.target, self.host, self.providers, self.store = context, target, host, providers, store
+        self.baseline, self.roofline, self.settings, self.profile_table = baseline, roofline, settings, profile_table
+
+
+def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[str]) -> dict:
+    spec = engine_for(inputs.target.engine)
+    parser = spec.cli_parser
+    probe = {"parser_class": parser.parser_class if parser else "argparse:ArgumentParser",
+             "builder": parser.builder if parser else "", "package": spec.package,
+             "builder_args": [speaking(spec.name, inputs.target.server_args).name] if spec.flavor_of else [],
+             "prefix": [spec.model_flag, "m"], "argvs": argvs,
+             "source_files": list(spec.source_context), "max_source_bytes": inputs.settings.source_bytes}
+    tree = str(inputs.target.framework_tree) if inputs.target.framework_tree else None
+    return {"python": str(inputs.host.python_executable(inputs.baseline.spec)), "probe": probe,
+            "patches": patches, "tree": tree}
+
+
+def _observe(inputs: RoundInputs, call: LlmCall) -> None:
+    inputs.context.log_event(dg.AssetObservation(asset_key="candidates", partition=inputs.context.partition_key,
+                                                 metadata={"llm_call": dg.MetadataValue.json(call.model_dump(mode="json"))}))
+
+
+def _ask(inputs: RoundInputs, role: str, round_no: int, payload: dict, reply_type):
+    s = inputs.settings
+    prompt = load_prompt(PROPOSER_PROMPT if role == "proposer" else CRITIC_PROMPT)
+    provider, model = (s.provider, s.model) if role == "proposer" else (s.critic_provider, s.critic_model)
+    call, parsed = inputs.providers.ask(role=role, provider=provider, model=model, prompt_version=prompt.version,
+                                        round=round_no, system=prompt.text, user=render(payload), reply=reply_type,
+                                        price_per_mtok=s.price_per_mtok)
+    _observe(inputs, call)
+    return call, parsed
+
+
+def _variant(inputs: RoundInputs, change: ProposedChange, round_no: int, critic: CriticReply) -> Variant:
+    spec = speaking(inputs.target.engine, inputs.target.server_args)
+    origin = LlmOrigin(provider=inputs.settings.provider, model=inputs.settings.model, round=round_no,
+                       rationale=change.rationale, verdict=critic.verdict, critic_reasons=critic.reasons,
+                       patch=change.patch)
+    risky = accuracy_risk(spec, change.server_args, change.env) is not None or change.patch is not None
+    reason = f"[llm round {round_no}] {change.rationale} (critic: {'; '.join(critic.reasons) or 'approve'})"
+    return Variant(name=f"llm: {change.name}", add_args=change.server_args, set_env=change.env, provenance="llm",
+                   reason=reason, accuracy_risky=risky, llm=origin)
+
+
+def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], checks: dict, evidence: dict,
+           calls: list[LlmCall]) -> tuple[list[Variant], list[ProposalFate]]:
+    spec = engine_for(inputs.target.engine)
+    probe = checks["probe"]
+    parser_errors = probe.get("errors") or [probe.get("parser_error") or "no parser"] * len(changes)
+    prefix = f"{spec.source_import_root}/{spec.package}".removeprefix("./")
+    variants, fates, patch_index = [], [], 0
+    for change, parser_error in zip(changes, parser_errors):
+        patch_error = None
+        if change.patch:
+            patch_error, patch_index = checks["patch_errors"][patch_index], patch_index + 1
+        shape = argv_shape_error(change.server_args)
+        verdict = guard(change, spec, harness_flags_for(spec.name),
+                        GuardInputs(parser_error=shape or parser_error or probe.get("parser_error"),
+                                    patch_apply_error=patch_error, package_prefix=prefix))
+        fate = ProposalFate(round=round_no, proposal=verdict.proposal, outcome="refused", rule=verdict.rule,
+                            refusals=verdict.refusals, claims_discarded=verdict.claims_discarded)
+        if verdict.passed:
+            call, critic = _ask(inputs, "critic", round_no, critic_payload(verdict.proposal.model_dump(), evidence,
+                                                                           RULES), CriticReply)
+            calls.append(call)
+            fate = _after_critic(inputs, fate, verdict.proposal, critic, round_no, variants)
+        fates.append(fate)
+    return variants, fates
+
+
+def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, critic: CriticReply | None, round_no: int,
+                  variants: list[Variant]) -> ProposalFate:
+    if critic is None:
+        return fate.model_copy(update={"outcome": "critic_failed", "detail": "the critic's reply did not parse"})
+    fate = fate.model_copy(update={"verdict": critic.verdict, "reasons": critic.reasons})
+    if critic.verdict == "reject":
+        return fate.model_copy(update={"outcome": "rejected"})
+    variant = _variant(inputs, change, round_no, critic)
+    if change.patch and not PATCH_PATH_AVAILABLE:
+        return fate.model_copy(update={"outcome": "held", "variant": variant.name,
+                                       "detail": "approved; this build cannot launch a source patch yet"})
+    variants.append(variant)
+    return fate.model_copy(update={"outcome": "approved", "variant": variant.name})
+
+
+def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Variant],
+            tried: set[str]) -> list[Variant]:
+    """The approved candidates of one round, in the model's order, none already tried."""
+    s, log = inputs.settings, inputs.context.log
+    first = inputs.host.proposal_checks(_probe_request(inputs, [], []))["probe"]
+    flags = flag_rows(first.get("flags", []), s.flag_help)
+    evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
+                                inputs.profile_table, first.get("sources", {}), [k.name for k in keepers],
+                                s.max_proposals)
+    call, reply = _ask(inputs, "proposer", round_no, evidence, ProposerReply)
+    record = ProposerRound(round=round_no, provenance=s.label, calls=[call])
+    variants: list[Variant] = []
+    if reply is None:
+        record.fell_back, record.fallback_reason = True, call.call_error or call.parse_error
+        log.warning("proposer round %d (%s): %s; the rule planner's plan alone", round_no, s.label,
+                    record.fallback_reason)
+    else:
+        changes = reply.proposals[:s.max_proposals]
+        checks = inputs.host.proposal_checks(_probe_request(inputs, [c.server_args for c in changes],
+                                                            [c.patch for c in changes if c.patch]))
+        variants, record.fates = _judge(inputs, round_no, changes, checks, evidence, record.calls)
+        for fate in record.fates:
+            log.info("proposer round %d: %s %s%s", round_no, fate.proposal.name, fate.outcome,
+                     f" ({fate.rule}: {fate.refusals[0].detail})" if fate.rule else "")
+    LlmCallLog(inputs.store).record_round(inputs.context.partition_key, inputs.context.run.run_id, record)
+    inputs.context.log_event(dg.AssetObservation(asset_key="candidates", partition=inputs.context.partition_key,
+                                                 metadata={"proposer_round": dg.MetadataValue.json(
+                                                     record.model_dump(mode="json", exclude={"calls"}))}))
+    return [v for v in variants if trial_fingerprint(keepers, v) not in tried]

@@ -1,0 +1,62 @@
+"""What the model sees, gathered from the target's evidence into one JSON payload. Pure code.
+
+The target and its workload, the hardware and roofline, the baseline's launch evidence
+and metrics, the server telemetry (a hook: `telemetry` stays None until the baseline
+carries a scrape), the profile table, every trial so far with its outcome and interval,
+the engine's own flag list as its installed parser registers it, and for patches a few
+source files of the engine's package within a size bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.results import BaselineResult, RooflineResult
+
+def baseline_telemetry(baseline: BaselineResult) -> dict[str, Any] | None:
+    """The server telemetry the baseline scraped, once it carries one (the search work adds it)."""
+    return getattr(baseline, "telemetry", None)
+
+
+def flag_rows(flags: list[dict], with_help: bool) -> list[dict]:
+    """The parser's flags; without help, only what a model needs to write a valid token."""
+    if with_help:
+        return flags
+    return [{k: v for k, v in flag.items() if k in ("flags", "choices") and v} for flag in flags]
+
+
+def trial_rows(trials: list[TrialRecord]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "provenance": t.variant.trial_provenance(), "add_args": t.variant.add_args,
+             "remove_args": t.variant.remove_args, "set_env": t.variant.set_env, "outcome": t.outcome,
+             "gain_pct": t.decision.gain_pct, "ci_low_pct": t.decision.ci_low_pct,
+             "ci_high_pct": t.decision.ci_high_pct, "reason": t.decision.reason} for t in trials]
+
+
+def proposer_payload(target: Target, baseline: BaselineResult, roofline: RooflineResult,
+                     trials: list[TrialRecord], flags: list[dict], profile_table: list[dict] | None,
+                     sources: dict[str, str], kept: list[str], max_proposals: int) -> dict[str, Any]:
+    m, r, a = baseline.measurement, roofline.roofline, roofline.achieved
+    return {
+        "ask": f"at most {max_proposals} proposals",
+        "target": {"engine": target.engine, "model": target.model.name, "server_args": target.server_args,
+                   "env": target.env, "workload": target.workload.model_dump(mode="json")},
+        "hardware": roofline.hardware.model_dump(mode="json"),
+        "roofline": {"binding": r.binding, "ceiling_tok_s": r.ceiling_tok_s, "explanation": r.explanation,
+                     "achieved_pct": a.achieved_pct},
+        "baseline": {"output_throughput": m.output_throughput, "ci": [m.output_throughput_ci_low,
+                     m.output_throughput_ci_high], "request_throughput": m.request_throughput,
+                     "completed": m.completed, "launch_evidence": baseline.launch.evidence},
+        "telemetry": baseline_telemetry(baseline),
+        "profile": profile_table,
+        "kept_so_far": kept,
+        "trials_so_far": trial_rows(trials),
+        "engine_flags": flags,
+        "engine_sources": sources,
+    }
+
+
+def critic_payload(proposal: dict[str, Any], proposer_evidence: dict[str, Any], risk_rules: dict[str, str]) -> dict[str, Any]:
+    evidence = {k: v for k, v in proposer_evidence.items() if k not in ("engine_flags", "engine_sources", "ask")}
+    return {"proposal": proposal, "evidence": evidence, "risk_rules": risk_rules}

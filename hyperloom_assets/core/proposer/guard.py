@@ -1,0 +1,169 @@
+"""The policy gate every proposal passes before a critic sees it or a server runs it. Pure code.
+
+Each rule has a name, and a refused proposal carries every rule that fired (the first
+is the one reported). The checks that need the outside world, the engine's own parser
+over the argv and `git apply --check` over the patch, are run by the resources and
+handed in as their verdicts; the rest is decided here from the engine's module.
+A model's numbers about its own gains are cut from the rationale: only measurements
+count.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from hyperloom_assets.core.engines.spec import EngineSpec
+from hyperloom_assets.core.models import Frozen, Strict
+from hyperloom_assets.core.planning.variants import canonical_flag, looks_like_flag, setting_key, split_args
+from hyperloom_assets.core.proposer.replies import ProposedChange
+
+SHELL_CHARACTERS = re.compile(r"[;&|`$<>\n\r]")
+# The served model and where the server listens are the harness's: a model that moves
+# them would measure another model, or a port the harness is not watching.
+IDENTITY_FLAGS = frozenset({"--model", "--model-path", "--served-model-name", "--tokenizer", "--tokenizer-path",
+                            "--revision", "--tokenizer-revision", "--code-revision", "--host", "--port",
+                            "--server-port"})
+PATH_SUFFIXES = ("-dir", "-file", "-path")
+DENIED_ENV_NAMES = frozenset({"PYTHONPATH", "PATH"})
+DENIED_ENV_WORDS = ("KEY", "TOKEN", "SECRET")
+PATCH_MAX_BYTES = 20_000
+_GAIN_CLAIM = re.compile(r"[+-]?\d+(?:\.\d+)?\s*(?:%|percent\b|x\b|×|tok/s|tokens?/s)", re.IGNORECASE)
+_DIFF_PATH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)")
+_GIT_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)")
+
+# In the order they are checked; a refusal reports the first that fired.
+RULES: dict[str, str] = {
+    "empty_proposal": "a proposal changes no arg, env or source",
+    "shell_metacharacter": "shell metacharacters ;&|`$<> and newlines are denied in args and env",
+    "flag_identity": "model, tokenizer, revision, host and port flags are the harness's",
+    "flag_path": "flags ending in -dir, -file or -path are denied",
+    "harness_flag": "the harness's own flags never become candidates (invariant 3)",
+    "env_denied": "LD_*, PYTHONPATH, PATH and anything holding KEY, TOKEN or SECRET are denied",
+    "env_prefix": "env keys must carry one of the engine's prefixes",
+    "argv_unparsed": "every argv token must parse with the engine's own parser",
+    "patch_too_large": f"a patch stays under {PATCH_MAX_BYTES} bytes",
+    "patch_outside_package": "a patch touches only files of the engine's package",
+    "patch_not_applying": "a patch must pass git apply --check against the engine's tree",
+}
+
+
+class Refusal(Frozen):
+    rule: str  # a key of RULES
+    detail: str
+
+
+class GuardInputs(Strict):
+    """What the resources found: the engine parser's verdict and `git apply --check`'s."""
+    parser_error: str | None = None
+    patch_apply_error: str | None = None
+    package_prefix: str  # the engine package's folder inside the tree the patch applies to
+
+
+class Guarded(Strict):
+    proposal: ProposedChange
+    refusals: list[Refusal]
+    claims_discarded: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return not self.refusals
+
+    @property
+    def rule(self) -> str | None:
+        return self.refusals[0].rule if self.refusals else None
+
+
+def touched_files(diff: str) -> list[str]:
+    """The paths a unified diff names (old and new), once each, in order."""
+    found: list[str] = []
+    for line in diff.splitlines():
+        header = _GIT_HEADER.match(line)
+        names = list(header.groups()) if header else []
+        plain = _DIFF_PATH.match(line)
+        if plain and plain.group(1) != "/dev/null":
+            names.append(plain.group(1))
+        found += [name for name in names if name not in found]
+    return found
+
+
+def outside_package(files: list[str], package_prefix: str) -> list[str]:
+    prefix = PurePosixPath(package_prefix)
+    return [name for name in files if ".." in PurePosixPath(name).parts or PurePosixPath(name).is_absolute()
+            or prefix not in PurePosixPath(name).parents]
+
+
+def _flag_refusals(proposal: ProposedChange, spec: EngineSpec, harness: frozenset[str]) -> list[Refusal]:
+    refusals = []
+    identity = {setting_key(f) for f in IDENTITY_FLAGS | spec.launcher_flags()}
+    harness_keys = {setting_key(f) for f in harness}
+    for token in proposal.server_args:
+        if not looks_like_flag(token):
+            continue
+        flag = canonical_flag(token.split("=", 1)[0])
+        if setting_key(flag) in identity:
+            refusals.append(Refusal(rule="flag_identity", detail=f"{flag} is set by the harness"))
+        elif flag.endswith(PATH_SUFFIXES):
+            refusals.append(Refusal(rule="flag_path", detail=f"{flag} names a path on the host"))
+        elif setting_key(flag) in harness_keys:
+            refusals.append(Refusal(rule="harness_flag", detail=f"{flag} drives the harness, not the engine"))
+    return refusals
+
+
+def _env_refusals(proposal: ProposedChange, spec: EngineSpec) -> list[Refusal]:
+    refusals = []
+    for key in proposal.env:
+        upper = key.upper()
+        if upper.startswith("LD_") or upper in DENIED_ENV_NAMES or any(w in upper for w in DENIED_ENV_WORDS):
+            refusals.append(Refusal(rule="env_denied", detail=f"{key} is denied"))
+        elif not key.startswith(spec.env_prefixes or ("\0",)):
+            prefixes = ", ".join(spec.env_prefixes) or "none: this engine reads no environment"
+            refusals.append(Refusal(rule="env_prefix", detail=f"{key} lacks the engine's prefixes ({prefixes})"))
+    return refusals
+
+
+def _patch_refusals(patch: str, inputs: GuardInputs) -> list[Refusal]:
+    size = len(patch.encode())
+    if size > PATCH_MAX_BYTES:
+        return [Refusal(rule="patch_too_large", detail=f"{size} bytes, over {PATCH_MAX_BYTES}")]
+    files = touched_files(patch)
+    bad = outside_package(files, inputs.package_prefix) if files else ["(no file named: not a unified diff)"]
+    if bad:
+        return [Refusal(rule="patch_outside_package",
+                        detail=f"touches {', '.join(bad)}, outside {inputs.package_prefix}/")]
+    if inputs.patch_apply_error is not None:
+        return [Refusal(rule="patch_not_applying", detail=inputs.patch_apply_error.strip()[:500])]
+    return []
+
+
+def discard_claims(rationale: str) -> tuple[str, int]:
+    """The rationale with every number about gains cut out, and how many were cut."""
+    return _GAIN_CLAIM.subn("[claim discarded]", rationale)
+
+
+def guard(proposal: ProposedChange, spec: EngineSpec, harness: frozenset[str], inputs: GuardInputs) -> Guarded:
+    """Every rule that refuses the proposal, in RULES order (none: it may go to the critic)."""
+    refusals: list[Refusal] = []
+    if not proposal.server_args and not proposal.env and not proposal.patch:
+        refusals.append(Refusal(rule="empty_proposal", detail="nothing to change"))
+    texts = [*proposal.server_args, *proposal.env, *proposal.env.values()]
+    shell = [t for t in texts if SHELL_CHARACTERS.search(t)]
+    if shell:
+        refusals.append(Refusal(rule="shell_metacharacter", detail=f"in {shell[0]!r}"))
+    refusals += _flag_refusals(proposal, spec, harness) + _env_refusals(proposal, spec)
+    if proposal.server_args and inputs.parser_error is not None:
+        refusals.append(Refusal(rule="argv_unparsed", detail=inputs.parser_error.strip()[:500]))
+    if proposal.patch:
+        refusals += _patch_refusals(proposal.patch, inputs)
+    order = list(RULES)
+    refusals.sort(key=lambda r: order.index(r.rule))
+    rationale, claims = discard_claims(proposal.rationale)
+    return Guarded(proposal=proposal.model_copy(update={"rationale": rationale}), refusals=refusals,
+                   claims_discarded=claims)
+
+
+def argv_shape_error(server_args: list[str]) -> str | None:
+    """A token list that is not flags with values (checked before the engine's parser sees it)."""
+    settings = split_args(server_args)
+    stray = [s.value for s in settings if not s.flag]
+    return f"a value without its flag: {stray[0]!r}" if stray else None

@@ -1,0 +1,54 @@
+"""The scripted proposals: the refused ones, each with the rule that must refuse it, and the good one."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from tests.conftest import REPO
+
+PERF_MODEL = "hyperloom_assets/sim/perf_model.py"
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def applying_patch() -> str:
+    text = (REPO / PERF_MODEL).read_text()
+    return _diff(PERF_MODEL, text, text.replace("from dataclasses import dataclass",
+                                                "from dataclasses import dataclass  # patched", 1))
+
+
+def stale_patch() -> str:
+    return _diff(PERF_MODEL, "this line is not in the file\n", "nor is this one\n")
+
+
+def outside_patch() -> str:
+    return _diff("setup.cfg", "[metadata]\n", "[metadata]\nname = evil\n")
+
+
+def change(name: str, args=(), env=None, patch=None, rationale="the evidence says so") -> dict:
+    return {"name": name, "server_args": list(args), "env": env or {}, "patch": patch, "rationale": rationale}
+
+
+# name -> the rule that must refuse it
+REFUSED = {
+    "download-dir": ("flag_path", change("download-dir", ["--download-dir", "/tmp/models"])),
+    "shell": ("shell_metacharacter", change("shell", ["--max-num-seqs", "8;rm -rf /"])),
+    "preload": ("env_denied", change("preload", env={"LD_PRELOAD": "/tmp/evil.so"})),
+    "port": ("flag_identity", change("port", ["--port", "9"])),
+    "unknown-flag": ("argv_unparsed", change("unknown-flag", ["--bogus-knob", "1"])),
+    "outside-patch": ("patch_outside_package", change("outside-patch", patch=outside_patch())),
+    "stale-patch": ("patch_not_applying", change("stale-patch", patch=stale_patch())),
+}
+GOOD = change("raise the cap", ["--max-num-seqs", "32"],
+              rationale="the cap (4) binds under concurrency 16; this will gain 300% and reach 2x tok/s")
+HELD = change("tag the perf model", patch=applying_patch())
+
+
+def first_reply() -> str:
+    return json.dumps({"proposals": [GOOD, *(c for _, c in REFUSED.values()), HELD]})
+
+
+APPROVE = json.dumps({"verdict": "approve", "reasons": ["the cap binds: it follows the evidence"]})

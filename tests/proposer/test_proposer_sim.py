@@ -1,0 +1,116 @@
+"""The proposer through the real SDKs against a scripted server, on a sim target.
+
+The whole optimize_job runs: the model's good proposal is tried first and kept; every
+refused proposal is refused by its rule and never launched; each call is recorded in the
+store and as an observation on `candidates`; a canary API key, planted in the
+environment, reaches the server as the SDK's header and appears nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from hyperloom_assets.core.proposer.replies import CriticReply, ProposerReply
+from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.resources.proposer.providers import LlmProviders
+from hyperloom_assets.resources.store.llm_calls import LlmCallLog
+from tests.conftest import SIM_MODEL
+from tests.proposer.proposals import APPROVE, GOOD, REFUSED, first_reply
+from tests.proposer.scripted_llm import ScriptedLlm
+
+CANARY = "sk-canary-7f3e9a1c5b2d4e6f8a0b"
+
+
+def write_target(folder: Path, **extra) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sim.yaml").write_text(yaml.safe_dump({
+        "engine": "sim", "model": str(SIM_MODEL),
+        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"],
+        "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
+        "repeats": 2, "max_trials": 2, "target_gain_pct": 1000, "sweep_concurrencies": [16], **extra}))
+
+
+def files_holding(folder: Path, needle: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is_nowhere(
+        tmp_path, host, store, monkeypatch) -> None:
+    script = {"proposer": [first_reply(), json.dumps({"proposals": []})], "critic": [APPROVE]}
+    with ScriptedLlm(script) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{llm.port}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+        write_target(tmp_path / "targets", proposer={"provider": "openai", "model": "scripted-model",
+                                                     "max_proposals": 10, "max_rounds": 2,
+                                                     "price_per_mtok": [3.0, 15.0]})
+        defs = build_defs(tmp_path / "targets", host=host, store=store)
+        (tmp_path / "dagster").mkdir()
+        with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+            result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim", instance=instance)
+            assert result.success
+            events = [json.dumps(e.event_specific_data.__dict__ if e.event_specific_data else {}, default=str)
+                      + (e.message or "") for e in result.all_events]
+            stored_events = [dg.serialize_value(r) for r in instance.all_logs(result.run_id)]
+    assert llm.requests and all({k.lower(): v for k, v in r["headers"].items()}.get("authorization") == f"Bearer {CANARY}"
+                               for r in llm.requests), "the SDK sent the key"
+
+    trials = result.asset_value("trials").climb.trials
+    first = trials[0]
+    assert (first.name, first.outcome) == ("llm: raise the cap", "KEEP"), "the model's proposal goes first and is kept"
+    assert first.variant.trial_provenance() == "llm:openai/scripted-model"
+    assert first.variant.llm.verdict == "approve" and first.variant.llm.critic_reasons
+    assert "[claim discarded]" in first.variant.llm.rationale and "300%" not in first.variant.llm.rationale
+    launched = " ".join(" ".join(t.argv) for t in trials)
+    assert "--download-dir" not in launched and "--bogus-knob" not in launched and "rm -rf" not in launched
+
+    log = LlmCallLog(store)
+    rounds = log.rounds("sim")
+    assert [r["round"] for r in rounds] == [1, 2], "re-planned after the keeper, up to max_rounds"
+    fates = {f["proposal"]["name"]: f for f in rounds[0]["fates"]}
+    assert {name: fates[name]["rule"] for name in REFUSED} == {name: rule for name, (rule, _) in REFUSED.items()}
+    assert fates[GOOD["name"]]["outcome"] == "approved"
+    assert fates["tag the perf model"]["outcome"] == "held", "an applying patch is approved, held until patches launch"
+    calls = log.calls("sim")
+    assert [c.role for c in calls].count("proposer") == 2 and [c.role for c in calls].count("critic") == 2
+    proposer_call = calls[0]
+    assert proposer_call.prompt_version.startswith("proposer/v1@") and proposer_call.tokens_in == 1200
+    assert proposer_call.cost_usd == pytest.approx((1200 * 3 + 300 * 15) / 1e6)
+    assert "--max-num-seqs" in proposer_call.messages[1].content, "the engine's own flag list is in the prompt"
+    observed = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
+                and e.asset_key == dg.AssetKey("candidates")]
+    assert len(observed) == len(calls) + len(rounds)
+
+    report = Path(result.asset_value("final_report")) if isinstance(result.asset_value("final_report"), str) else None
+    for where, texts in {"the event log": events + stored_events,
+                         "the store": [Path(store.url.removeprefix("sqlite:///")).read_bytes().decode(errors="replace")]}.items():
+        assert not any(CANARY in t for t in texts), f"the key is in {where}"
+    assert files_holding(tmp_path / "state", CANARY) == [], "the key is in the run folder"
+    report_dirs = [p for p in tmp_path.rglob("report.md")]
+    assert report_dirs and all(CANARY not in p.read_text() for p in report_dirs), "the key is in the report"
+    assert files_holding(tmp_path, CANARY) == [], "the key is in no file at all"
+
+
+def test_the_anthropic_wire_format_parses_both_replies(monkeypatch) -> None:
+    with ScriptedLlm({"proposer": [first_reply()], "critic": [APPROVE]}) as llm:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{llm.port}")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+        providers = LlmProviders()
+        call, reply = providers.ask(role="proposer", provider="anthropic", model="claude-scripted",
+                                    prompt_version="proposer/v1", round=1, system="You tune", user="{}",
+                                    reply=ProposerReply)
+        critic_system = __import__("hyperloom_assets.core.proposer.prompts", fromlist=["x"]).load_prompt("critic_v1").text
+        verdict_call, verdict = providers.ask(role="critic", provider="anthropic", model="claude-scripted",
+                                              prompt_version="critic/v1", round=1, system=critic_system, user="{}",
+                                              reply=CriticReply)
+    assert reply is not None and reply.proposals[0].server_args == ["--max-num-seqs", "32"]
+    assert (call.tokens_in, call.tokens_out) == (1100, 250)
+    assert verdict is not None and verdict.verdict == "approve"
+    sent = llm.requests[0]
+    headers = {k.lower(): v for k, v in sent["headers"].items()}
+    assert sent["path"] == "/v1/messages" and any(CANARY in v for v in headers.values()), "the SDK sent the key"
+    assert sent["body"]["output_config"]["format"]["type"] == "json_schema", "the SDK's structured output"
