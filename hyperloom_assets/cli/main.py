@@ -15,6 +15,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "targets": ("hyperloom_assets.cli.targets", "main", "targets check [DIR]: validate every target file"),
     "bench": ("hyperloom_assets.cli.bench", "bench_main", "benchmark any OpenAI-compatible server"),
     "agentic-trace": ("hyperloom_assets.cli.bench", "trace_main", "write a synthetic agentic trace"),
+    "framework-tree": ("hyperloom_assets.cli.framework_tree", "main",
+                       "init --engine E DIR: a git tree of the installed engine to patch"),
+    "accuracy": ("hyperloom_assets.cli.accuracy", "main", "compare two servers' greedy outputs (the accuracy gate)"),
     "sim-serve": ("hyperloom_assets.sim.cli", "serve_main", "serve the sim engine over HTTP"),
     "sim-predict": ("hyperloom_assets.sim.cli", "predict_main", "predict a configuration's Measurement"),
 }

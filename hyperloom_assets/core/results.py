@@ -8,6 +8,7 @@ from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.core.measurement.stats import Launches
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.patches.run_tree import RunTree
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, ReleaseRun
 from hyperloom_assets.core.roofline.roofline import Achieved, Hardware, Roofline
@@ -28,6 +29,7 @@ class BaselineResult(Strict):
     context_key: str
     run_id: str
     release: ReleaseRun | None = None  # set on a release-triggered run
+    run_tree: RunTree | None = None  # a tree target: the run's worktree, served at its base commit
 
 
 class RooflineResult(Strict):

@@ -24,6 +24,7 @@ import dagster as dg
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.resources.hosts.engine_origin import served_engine_path, tree_launch_env
 from hyperloom_assets.resources.hosts.engines import identity, installed_in, server_argv
 from hyperloom_assets.resources.hosts.preflight import (
     GpuToolOutputError,
@@ -53,11 +54,13 @@ def default_state_dir() -> Path:
 
 
 def server_env(spec: ServerSpec, inherited: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The inherited environment minus spec.unset_env plus spec.env."""
+    """The inherited environment minus spec.unset_env plus spec.env (and, from a tree, its PYTHONPATH)."""
     env = dict(os.environ if inherited is None else inherited)
     for name in spec.unset_env:
         env.pop(name, None)
     env.update(spec.env)
+    if spec.framework_tree is not None:
+        env.update(tree_launch_env(spec, engine_for(spec.engine), env))
     return env
 
 
@@ -142,10 +145,12 @@ class LocalHost(dg.ConfigurableResource):
             _wait_ready(server, engine, f"http://{SERVE_HOST}:{port}", log_path, timeout_s, argv)
             ready_s = time.monotonic() - started
             log_text = log_path.read_text(errors="replace")
+            engine_path = served_engine_path(spec, engine, log_text, argv)
             yield LaunchRecord(
                 argv=argv, env=dict(spec.env), base_url=f"http://{SERVE_HOST}:{port}",
                 served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
                 ready_s=ready_s, evidence=engine.parse_evidence(log_text), engine_version=identity(engine, installed),
+                engine_path=engine_path,
             )
         finally:
             self._teardown(server, run_dir)

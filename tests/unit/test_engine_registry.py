@@ -23,7 +23,7 @@ def prefix_cache_off(server_args, evidence, version):
 ENGINE = EngineSpec(
     name="toy", listed_at=9, entry=Entry(module="toy.serve"), model_flag="--model", port_flag="--port",
     distributions=(Distribution(name="toy-engine", ships="toy/serve.py"),), release_distribution="toy-engine",
-    source_import_root="src", prefix_cache_off=prefix_cache_off, fatal_markers=("toy died",),
+    source_import_root="src", package="toy", prefix_cache_off=prefix_cache_off, fatal_markers=("toy died",),
     startup=Startup(cold_s=30.0), env_prefixes=("TOY_",), grid="toy.yaml",
 )
 '''

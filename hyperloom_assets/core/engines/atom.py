@@ -76,6 +76,7 @@ ENGINE = EngineSpec(
     distributions=(Distribution(name="atom", ships="atom/entrypoints/openai_server.py"),),
     release_distribution=None,
     source_import_root=".",
+    package="atom",
     prefix_cache_off=prefix_cache_off,
     fatal_markers=("torch.OutOfMemoryError", "HIP out of memory", "Failed to start all EngineCore processes",
                    "Failed to initialize all EngineCores"),

@@ -47,6 +47,7 @@ ENGINE = EngineSpec(
     distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
     release_distribution="sglang",
     source_import_root="python",
+    package="sglang",
     parse_evidence=parse_sglang_server_args,
     prefix_cache_off=prefix_cache_off,
     fatal_markers=("Scheduler hit an exception", "torch.OutOfMemoryError", "CUDA out of memory", "Not enough memory"),

@@ -62,6 +62,7 @@ ENGINE = EngineSpec(
     ),
     release_distribution="hyperloom-sim-engine",
     source_import_root=".",
+    package="hyperloom_assets",
     parse_evidence=parse_evidence,
     prefix_cache_off=prefix_cache_off,
     fatal_markers=(),

