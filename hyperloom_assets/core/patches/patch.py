@@ -81,7 +81,9 @@ def touched_files(text: str) -> list[str]:
         plain = _DIFF_PATH.match(line)
         if plain and plain.group(1) != "/dev/null":
             names.append(plain.group(1))
-        found += [name for name in names if name not in found]
+        for name in names:
+            if name not in found:
+                found.append(name)
     return found
 
 
