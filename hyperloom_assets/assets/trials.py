@@ -12,7 +12,14 @@ from dagster import AssetExecutionContext
 from pydantic import ValidationError
 
 from hyperloom_assets.assets.metadata import table_value
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, TrialRecord, climb, launched_changes
+from hyperloom_assets.core.decisions.climb import (
+    Budget,
+    Checks,
+    TrialMeasurement,
+    TrialRecord,
+    climb,
+    launched_changes,
+)
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -21,12 +28,14 @@ from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import trials_table
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, TrialsResult
+from hyperloom_assets.resources.accuracy.launch_gate import LaunchGate
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.trees.trial_trees import TrialTrees
 
 
 def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
@@ -57,10 +66,17 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
             return first_plan
         return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
 
+    trees = TrialTrees(baseline.run_tree)
+
+    def launch_spec(keepers: list[Variant], variant: Variant | None):
+        """The spec of the stack plus the variant, its tree checked out (call right before the launch)."""
+        spec = stack_spec(target, launched_changes(keepers, variant), baseline.spec)
+        return spec.model_copy(update={"framework_tree": trees.launch_tree(variant)})
+
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review
         changes = launched_changes(keepers, variant)
-        spec = stack_spec(target, changes, baseline.spec)
+        spec = launch_spec(keepers, variant)
         fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
         kind = "trial" if variant is not None else "best_relaunch"
         folder = step_dir(host, name, context.run.run_id, f"{kind}-{fingerprint or 'baseline'}-{time.time_ns()}")
@@ -91,15 +107,33 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                            run_id=context.run.run_id)
 
     def on_trial(record: TrialRecord) -> None:
+        trees.settle(record)
         context.log.info("trial %d %s: %s (%s)", record.index, record.name, record.outcome, record.decision.reason)
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
             "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
+            "provenance": provenance_of(record.variant),
             "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
         }))
 
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
+    gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"))
+
+    def accuracy(keepers: list[Variant], variant: Variant) -> tuple[str, str]:
+        best_key = trial_fingerprint(keepers[:-1], keepers[-1]) if keepers else "baseline"
+        verdict, why = gate.judge(best_key, lambda: launch_spec(keepers, None), lambda: launch_spec(keepers, variant))
+        context.log.info("accuracy gate for %s: %s (%s)", variant.name, verdict, why)
+        return verdict, why
+
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   recall, remember, on_trial)
-    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key)
+                   recall, remember, on_trial, Checks(admit=trees.admit, gate=accuracy))
+    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
+                        tree_commit=trees.head(), patch_commits=trees.commits)
+
+
+def provenance_of(variant: Variant) -> str:
+    """`rules` (grid, ablation), `operator` or `library` (source patches), `llm:...`."""
+    if variant.patches:
+        return variant.patches[0].source
+    return "llm" if variant.provenance == "llm" else "rules"

@@ -43,6 +43,31 @@ class TrialsResult(Strict):
     climb: ClimbResult
     baseline_mean: float
     context_key: str
+    tree_commit: str | None = None  # the run branch's head after the climb: the running best's tree
+    patch_commits: dict[str, str] = {}  # fingerprint of a kept patch trial -> its commit on the branch
+
+
+class PatchRecord(Strict):
+    """One kept source patch, as accepted_patches reports it."""
+    name: str
+    source: str
+    sha256: str
+    files: list[str]
+    commit: str
+    trial: str  # the trial's name
+    fingerprint: str
+    gain_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+
+
+class AcceptedPatches(Strict):
+    """The kept source patches in the order they joined; the stack launches from tree_commit."""
+    patches: list[PatchRecord] = []
+    branch: str | None = None
+    tree_commit: str | None = None  # None: the target has no framework_tree
+    base_commit: str | None = None
+    keepers: list[Variant] = []  # every keeper (flags, env and patches), in order
 
 
 class StackResult(Strict):
@@ -60,6 +85,8 @@ class StackResult(Strict):
     validated_gain_ci_high: float
     stop_reason: str
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on the new release
+    tree_commit: str | None = None  # a tree target: the commit the stack was validated from
+    patches: list[str] = []  # the kept source patches' names, in order
 
 
 class SweepResult(Strict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from hyperloom_assets.core.patches.patch import touched_files
 from hyperloom_assets.core.patches.run_tree import RunTree, branch_name, worktree_path
 from hyperloom_assets.resources.trees.git import GitError, dirty_files, git, git_out, head_commit
 
@@ -53,6 +54,7 @@ def open_run_tree(operator_tree: Path, state_dir: Path, target: str) -> RunTree:
 def reset_branch(tree: RunTree, commit: str) -> None:
     """Point the run's branch at `commit` and check it out clean (a step that starts over)."""
     _clear_stale_lock(tree.worktree)
+    drop_bytecode(tree.worktree, _changed_files(tree, commit))
     git(tree.worktree, "checkout", "-q", "-f", "-B", tree.branch, commit)
     git(tree.worktree, "clean", "-q", "-fd")
 
@@ -69,15 +71,33 @@ def check_applies(tree: RunTree, commit: str, patch_text: str) -> None:
         raise PatchRejected((done.stderr or done.stdout).strip() or f"git apply exited {done.returncode}")
 
 
+def _changed_files(tree: RunTree, commit: str) -> list[str]:
+    """Files that differ between what the worktree holds now and `commit`."""
+    dirty = [line[3:] for line in git(tree.worktree, "status", "--porcelain=v1").stdout.splitlines() if line.strip()]
+    return dirty + git_out(tree.worktree, "diff", "--name-only", "HEAD", commit).splitlines()
+
+
+def drop_bytecode(worktree: Path, files: list[str]) -> None:
+    # Python trusts a .pyc whose recorded source mtime (whole seconds) and size match: a
+    # same-size edit within the second of the last compile would serve the old code.
+    for name in files:
+        source = worktree / name
+        if source.suffix == ".py":
+            for cached in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
+                cached.unlink(missing_ok=True)
+
+
 def checkout(tree: RunTree, commit: str, patch_text: str | None = None) -> Path:
     """The worktree at `commit` (detached, clean), with the patch applied uncommitted; its path."""
     _clear_stale_lock(tree.worktree)
+    drop_bytecode(tree.worktree, _changed_files(tree, commit))
     git(tree.worktree, "checkout", "-q", "-f", "--detach", commit)
     git(tree.worktree, "clean", "-q", "-fd")
     if patch_text is not None:
         done = git(tree.worktree, "apply", "-", input_text=patch_text, check=False)
         if done.returncode != 0:
             raise PatchRejected((done.stderr or done.stdout).strip())
+        drop_bytecode(tree.worktree, touched_files(patch_text))
     return tree.worktree
 
 
@@ -88,6 +108,7 @@ def commit_patch(tree: RunTree, patch_text: str, message: str) -> str:
     if done.returncode != 0:
         raise PatchRejected((done.stderr or done.stdout).strip())
     git(tree.worktree, "commit", "-q", "-m", message)
+    drop_bytecode(tree.worktree, touched_files(patch_text))
     return branch_head(tree)
 
 
@@ -97,3 +118,10 @@ def rest_on_branch(tree: RunTree) -> None:
         reset_branch(tree, branch_head(tree))
     except GitError:
         pass  # the next run takes the worktree over whatever its state
+
+
+def served_at(tree: RunTree | None, commit: str | None) -> Path | None:
+    """Check out `commit` for the next launch (None without a tree): validation, sweep, release checks."""
+    if tree is None or commit is None:
+        return None
+    return checkout(tree, commit)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from hyperloom_assets.core.decisions.rule import (
     MAX_MEASUREMENTS,
@@ -23,9 +24,11 @@ from hyperloom_assets.core.decisions.rule import (
     Outcome,
     decide_stack,
     decide_trial,
+    accuracy_gated,
     failed,
     is_overtime,
     killed_overtime,
+    rejected,
 )
 from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval, repeats_of
 from hyperloom_assets.core.models import Strict
@@ -108,6 +111,16 @@ PlanFn = Callable[[list[Variant], set[str]], list[Variant]]
 MeasureFn = Callable[[list[Variant], Variant | None], TrialMeasurement]  # None: the stack alone
 RecallFn = Callable[[str], TrialRecord | None]
 RememberFn = Callable[[TrialRecord], None]
+# (keepers, variant) -> why its source patch does not apply to the running best, or None (before any launch)
+AdmitFn = Callable[[list[Variant], Variant], "str | None"]
+# (keepers, variant) -> (verdict, why): the accuracy gate on a risky variant that won on throughput
+GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
+
+
+class Checks(NamedTuple):
+    """What a trial must pass besides throughput; both optional (a target without a tree has no patches)."""
+    admit: AdmitFn | None = None
+    gate: GateFn | None = None
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -198,8 +211,10 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> str 
 
 
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
-          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None) -> ClimbResult:
+          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None,
+          checks: Checks | None = None) -> ClimbResult:
     """`baseline` is the baseline's per-repeat throughputs: its one launch."""
+    checks = checks or Checks()
     keepers: list[Variant] = []
     evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
     best_key = BASELINE
@@ -226,7 +241,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
         else:
             others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, measure)
+                                    baseline_measuring_s, measure, checks)
             remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
         if record.launches:
@@ -241,9 +256,16 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
-                   others: list[Launches], baseline_measuring_s: float, measure: MeasureFn) -> TrialRecord:
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, measure)
+                   others: list[Launches], baseline_measuring_s: float, measure: MeasureFn,
+                   checks: Checks) -> TrialRecord:
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
+    refusal = checks.admit(keepers, variant) if checks.admit and variant.patches else None
+    if refusal is not None:
+        return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
+                           decision=rejected(refusal), measurements=0, launches=[])
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, measure)
+    if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
+        judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
     last = judged.last
     return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
                        decision=judged.decision, measurements=judged.looks,

