@@ -61,10 +61,13 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     name = context.partition_key
     key = baseline.context_key
 
+    tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
+
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
             return first_plan
-        return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
+        return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried,
+                               tried_patches=frozenset(tried_patches))
 
     trees = TrialTrees(baseline.run_tree)
 
@@ -108,6 +111,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     def on_trial(record: TrialRecord) -> None:
         trees.settle(record)
+        tried_patches.update(patch.sha256 for patch in record.variant.patches)
         context.log.info("trial %d %s: %s (%s)", record.index, record.name, record.outcome, record.decision.reason)
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,

@@ -1,78 +1,70 @@
-"""Source patches through the whole graph on a sim tree: REJECTED before any launch, a patch that
-wins on throughput but changes outputs reverted with accuracy_drop, a library patch kept and
-committed on hyperloom/<target>, and accepted_patches, the branch and the report in agreement,
-the operator's checkout untouched."""
+"""Source patches through the whole graph on a sim tree: REJECTED before any launch, a patch that wins on throughput
+but changes outputs reverted with accuracy_drop, an operator patch kept and committed on
+hyperloom/<target>, and accepted_patches, the branch and the report in agreement, the
+operator's checkout untouched. The winning patches win by multiples, so machine load cannot
+turn them into reverts."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from hyperloom_assets.resources.trees.git import git, git_out
+from hyperloom_assets.resources.trees.git import git_out
 from tests.conftest import SIM_MODEL
 from tests.graph_runs import run_job, trial_observations
+from tests.trees import init_tree, make_patch, operator_state
 
-ARGS = ["--gpu", "H100", "--time-scale", "5", "--max-num-seqs", "64"]
-
-
-def make_patch(tree: Path, edits: dict[str, tuple[str, str]], path: Path) -> Path:
-    """A diff of `tree` with the given (old, new) line edits, written to `path`; the tree is restored."""
-    for name, (old, new) in edits.items():
-        file = tree / name
-        file.write_text(file.read_text().replace(old, new))
-    path.write_text("# changes: a test's operator patch\n" + git_out(tree, "diff") + "\n")
-    git(tree, "checkout", "-q", ".")
-    return path
+ARGS = ["--gpu", "H100", "--time-scale", "5", "--max-num-seqs", "2"]
+PERF, MODEL, ARGS_FILE = ("hyperloom_assets/sim/perf_model.py", "hyperloom_assets/sim/synthetic_model.py",
+                          "hyperloom_assets/sim/engine_args.py")
+CAP = ("max_seqs=args.max_num_seqs or VLLM_DEFAULT_MAX_NUM_SEQS,", "max_seqs=max(args.max_num_seqs or 0, 64),")
 
 
 def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) -> None:
-    tree = tmp_path / "operator"
-    subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "framework-tree", "init", "--engine", "sim",
-                    str(tree)], check=True, capture_output=True)
-    perf, model = "hyperloom_assets/sim/perf_model.py", "hyperloom_assets/sim/synthetic_model.py"
-    stale = make_patch(tree, {perf: ("BW_EFFICIENCY = 0.80", "BW_EFFICIENCY = 0.81")}, tmp_path / "stale.patch")
+    tree = init_tree("sim", tmp_path / "operator")
+    stale = make_patch(tree, {PERF: ("BW_EFFICIENCY = 0.80", "BW_EFFICIENCY = 0.81")}, tmp_path / "stale.patch")
     stale.write_text(stale.read_text().replace("-BW_EFFICIENCY = 0.80", "-BW_EFFICIENCY = 0.70"))
-    corrupt = make_patch(tree, {perf: ("BW_EFFICIENCY = 0.80", "BW_EFFICIENCY = 1.2"),
-                                model: ("LOGIT_PERTURBATION = 0.0", "LOGIT_PERTURBATION = 1.0")},
-                         tmp_path / "fast-but-wrong.patch")
-    before = [git_out(tree, *a) for a in (("rev-parse", "HEAD"), ("branch", "--show-current"), ("status", "--porcelain"))]
+    # Both lift the operator's cap of 2 inside the sim (about 4x at concurrency 16); one also scrambles outputs.
+    wrong = make_patch(tree, {ARGS_FILE: CAP, MODEL: ("LOGIT_PERTURBATION = 0.0", "LOGIT_PERTURBATION = 1.0")},
+                       tmp_path / "fast-but-wrong.patch")
+    right = make_patch(tree, {ARGS_FILE: CAP, PERF: ("BW_EFFICIENCY = 0.80", "BW_EFFICIENCY = 0.90")},
+                       tmp_path / "fast-and-right.patch")
+    before = operator_state(tree)
     targets = tmp_path / "targets"
     targets.mkdir()
     (targets / "sim-tree.yaml").write_text(yaml.safe_dump({
         "engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tree), "server_args": ARGS,
-        "patches": [str(stale), str(corrupt)],
+        "patches": [str(stale), str(wrong), str(right)],
         "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
-        "repeats": 2, "max_trials": 4, "target_gain_pct": 1000, "sweep_concurrencies": [16]}))
+        "repeats": 2, "max_trials": 4, "target_gain_pct": 10000, "sweep_concurrencies": [16]}))
     result, meta = run_job(targets, "sim-tree", host, store,
                            ("baseline", "accepted_patches", "optimization_stack", "final_report"))
     baseline, accepted, stack, report = (meta[a] for a in ("baseline", "accepted_patches", "optimization_stack",
                                                            "final_report"))
     by_name = trial_observations(result)
-    assert baseline["engine_path"].startswith(str(host.state_path()))  # the run's worktree, not the venv
+    assert Path(baseline["engine_path"]).is_relative_to(host.state_path()), "the run's worktree, not the venv"
     assert baseline["framework_tree_commit"] == before[0]
-
-    rejected = by_name["patch stale"]
-    assert rejected["outcome"] == "REJECTED" and "patch does not apply" in rejected["reason"]
-    wrong = by_name["patch fast-but-wrong"]
-    assert wrong["outcome"] == "REVERT" and wrong["reason"].startswith("accuracy_drop:")
-    assert wrong["gain_pct"] > 1, "it won on throughput before the gate reverted it"
-    kept = by_name["patch fused-decode-kernel"]
-    assert kept["outcome"] == "KEEP" and kept["provenance"] == "library"
+    assert by_name["patch stale"]["outcome"] == "REJECTED"
+    assert "patch does not apply" in by_name["patch stale"]["reason"]
+    wrong_trial = by_name["patch fast-but-wrong"]
+    assert wrong_trial["outcome"] == "REVERT" and wrong_trial["reason"].startswith("accuracy_drop:"), wrong_trial
+    assert by_name["patch fast-and-right"]["outcome"] == "KEEP", by_name["patch fast-and-right"]
+    assert by_name["patch fast-and-right"]["provenance"] == "operator"
+    assert [name for name in by_name if name.startswith("patch ")] == ["patch stale", "patch fast-but-wrong",
+                                                                       "patch fast-and-right"], "each tried once"
 
     records = accepted["patches"]
-    assert accepted["count"] == 1 and records[0]["name"] == "fused-decode-kernel"
+    assert accepted["count"] == 1 and records[0]["name"] == "fast-and-right"
     assert accepted["branch"] == "hyperloom/sim-tree"
     branch_log = git_out(tree, "log", "--format=%H %s", f"{before[0]}..hyperloom/sim-tree").splitlines()
     assert [line.split()[0] for line in branch_log] == [records[0]["commit"]] == [accepted["tree_commit"]]
-    assert "hyperloom KEEP patch fused-decode-kernel" in branch_log[0]
-    assert stack["tree_commit"] == accepted["tree_commit"] and stack["patches"] == ["fused-decode-kernel"]
+    assert "hyperloom KEEP patch fast-and-right" in branch_log[0]
+    assert stack["tree_commit"] == accepted["tree_commit"] and stack["patches"] == ["fast-and-right"]
+    assert stack["validated_gain_pct"] > 100, "validated from the tree at tree_commit, not the venv's engine"
     markdown = Path(report["report_path"]).read_text()
     assert f"checkout {accepted['tree_commit']}" in markdown and "REJECTED" in markdown
     report_json = json.loads(Path(report["report_path"]).with_name("report.json").read_text())
     assert report_json["source_tree"]["patches"][0]["commit"] == records[0]["commit"]
-    after = [git_out(tree, *a) for a in (("rev-parse", "HEAD"), ("branch", "--show-current"), ("status", "--porcelain"))]
-    assert after == before, "the operator's checkout is untouched"
+    assert operator_state(tree) == before, "the operator's checkout is untouched"

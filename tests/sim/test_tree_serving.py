@@ -4,6 +4,7 @@ file, a commit that changes what is served, and the run's worktree beside the op
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -24,15 +25,9 @@ from hyperloom_assets.resources.trees.workspace import (
     open_run_tree,
 )
 from tests.sim.conftest import LLAMA_8B
+from tests.trees import init_tree, operator_state
 
 SIM_ARGS = ["--gpu", "H100", "--time-scale", "50"]
-
-
-def init_tree(engine: str, folder: Path) -> Path:
-    done = subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "framework-tree", "init", "--engine", engine,
-                           str(folder)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return folder
 
 
 def greedy_tokens(base_url: str) -> list[str]:
@@ -89,8 +84,7 @@ def test_every_library_patch_applies_to_a_fresh_tree_of_its_engine(tmp_path) -> 
 def test_the_run_worktree_leaves_the_operators_checkout_as_it_was_and_recovers_a_killed_run(tmp_path) -> None:
     tree = init_tree("sim", tmp_path / "operator")
     (tree / "hyperloom_assets" / "sim" / "notes.txt").write_text("mine, uncommitted\n")
-    before = [git_out(tree, *args) for args in (("rev-parse", "HEAD"), ("branch", "--show-current"),
-                                                ("status", "--porcelain"))]
+    before = operator_state(tree)
     state = tmp_path / "state"
     run = open_run_tree(tree, state, "t")
     assert run.unserved == ["hyperloom_assets/sim/notes.txt"] and run.base_commit == before[0]
@@ -106,6 +100,16 @@ def test_the_run_worktree_leaves_the_operators_checkout_as_it_was_and_recovers_a
     again = open_run_tree(tree, state, "t")
     assert git_out(again.worktree, "status", "--porcelain") == ""
     assert git_out(again.worktree, "rev-parse", "HEAD") == before[0] == git_out(tree, "rev-parse", "hyperloom/t")
-    after = [git_out(tree, *args) for args in (("rev-parse", "HEAD"), ("branch", "--show-current"),
-                                               ("status", "--porcelain"))]
-    assert after == before, "the operator's HEAD, branch and status are untouched"
+    assert operator_state(tree) == before, "the operator's HEAD, branch and status are untouched"
+
+
+def test_a_same_size_edit_in_the_same_second_is_not_served_from_stale_bytecode(tmp_path) -> None:
+    run = open_run_tree(init_tree("sim", tmp_path / "operator"), tmp_path / "state", "t")
+    source = run.worktree / "hyperloom_assets" / "sim" / "perf_model.py"
+    read = [sys.executable, "-c", "import hyperloom_assets.sim.perf_model as m; print(m.BW_EFFICIENCY)"]
+    env = {"PYTHONPATH": str(run.worktree), "PYTHONSAFEPATH": "1", "PATH": "/usr/bin:/bin"}
+    assert subprocess.run(read, env=env, capture_output=True, text=True).stdout.strip() == "0.8"  # writes the .pyc
+    stamp = source.stat().st_mtime
+    checkout(run, run.base_commit, library_patch(engine_for("sim"), "fused-decode-kernel").text)
+    os.utime(source, (stamp, stamp))  # 0.80 -> 0.92 keeps the size; now the mtime too, as within one second
+    assert subprocess.run(read, env=env, capture_output=True, text=True).stdout.strip() == "0.92"

@@ -31,11 +31,16 @@ def operator_patches(target: Target) -> list[SourcePatch]:
     return [read_patch_file(path, "operator", spec) for path in target.patches]
 
 
-def patch_candidates(target: Target, identity: str | None, keepers: list[Variant], tried: set[str]) -> list[Variant]:
-    """Operator patches (first: the operator asked for them), then the library's, none kept or tried."""
+def patch_candidates(target: Target, identity: str | None, keepers: list[Variant], tried: set[str],
+                     tried_patches: frozenset[str] = frozenset()) -> list[Variant]:
+    """Operator patches (first: the operator asked for them), then the library's, none kept or tried.
+
+    A patch is tried once per run (`tried_patches`, by sha256), whatever its outcome: one
+    that failed the gate or did not apply is not offered again on top of a later keeper.
+    """
     if target.framework_tree is None:
         return []
-    kept = {patch.sha256 for keeper in keepers for patch in keeper.patches}
+    kept = {patch.sha256 for keeper in keepers for patch in keeper.patches} | set(tried_patches)
     library = [p for p in offered_patches(engine_for(target.engine), identity) if p.offered]
     variants = [patch_variant(p, float("inf")) for p in operator_patches(target)]
     variants += [patch_variant(p, LIBRARY_PATCH_SCORE * RISKY_FACTOR) for p in library]

@@ -34,11 +34,12 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
 
 
 def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
-                    keepers: list[Variant], tried: set[str]) -> list[Variant]:
+                    keepers: list[Variant], tried: set[str],
+                    tried_patches: frozenset[str] = frozenset()) -> list[Variant]:
     """The plan on top of the stack so far (the first plan when there are no keepers)."""
     evidence = plan_evidence(target, baseline, roofline, achieved)
     flavor = speaking(target.engine, target.server_args).name
-    patches = patch_candidates(target, baseline.launch.engine_version, keepers, tried)
+    patches = patch_candidates(target, baseline.launch.engine_version, keepers, tried, tried_patches)
     if not keepers:
         return with_patches(plan(target.engine, flavor, target.server_args, target.env, target.workload, evidence,
                                  tried), patches)
