@@ -2,11 +2,11 @@
 
 Base and patched trees alternate on fresh servers (base, patch, base, patch, ...), each
 served from a worktree of a tree made by `framework-tree init`, each launch one
-discarded warm-up and three measured rounds of the demo workload; the gain is the
+discarded warm-up and `--repeats` measured rounds of the demo workload; the gain is the
 launch-level ratio of geometric means with its 95% interval, as the climb computes it.
 
 Run: .venv/bin/python benchmarks/patch_effect.py [--patch cpu-worker-all-cores] [--pairs 3]
-     [--max-num-seqs 16]
+     [--max-num-seqs 16] [--repeats 2]
 Writes benchmarks/results/patch_effect_<patch>.json.
 """
 
@@ -41,7 +41,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--patch", default="cpu-worker-all-cores")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--max-num-seqs", default="2", help="the demo operator's 2, or 16 (its first keeper)")
+    parser.add_argument("--max-num-seqs", default="16", help="16: the demo's first keeper, where its climb tries "
+                        "the patch; 2: the demo operator's")
+    parser.add_argument("--repeats", type=int, default=2)
     options = parser.parse_args()
     patch = library_patch(engine_for("vllm"), options.patch)
     args = ["--max-num-seqs", options.max_num_seqs, "--enforce-eager", "--max-model-len", "1024"]
@@ -59,7 +61,7 @@ def main() -> int:
                                   env={"VLLM_CPU_KVCACHE_SPACE": "1"}, framework_tree=tree)
                 with host.serve(spec, work / f"{side}-{pair}") as launch:
                     m = measure(launch.base_url, launch.served_model, WORKLOAD, model_vocab_size(TINY_MODEL),
-                                repeats=3, warmups=8)
+                                repeats=options.repeats, warmups=8)
                 sides[side].append(m.repeats_throughputs())
                 print(f"pair {pair + 1} {side:<5}: {m.output_throughput:7.1f} tok/s", flush=True)
     gain, low, high = launch_gain_interval(sides["patch"], sides["base"])

@@ -23,7 +23,6 @@ from hyperloom_assets.core.decisions.climb import (
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
-from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import trials_table
@@ -70,11 +69,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                                tried_patches=frozenset(tried_patches))
 
     trees = TrialTrees(baseline.run_tree)
-
-    def launch_spec(keepers: list[Variant], variant: Variant | None):
-        """The spec of the stack plus the variant, its tree checked out (call right before the launch)."""
-        spec = stack_spec(target, launched_changes(keepers, variant), baseline.spec)
-        return spec.model_copy(update={"framework_tree": trees.launch_tree(variant)})
+    launch_spec = trees.spec_maker(target, baseline.spec)
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review
@@ -122,16 +117,10 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
-    gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"))
-
-    def accuracy(keepers: list[Variant], variant: Variant) -> tuple[str, str]:
-        best_key = trial_fingerprint(keepers[:-1], keepers[-1]) if keepers else "baseline"
-        verdict, why = gate.judge(best_key, lambda: launch_spec(keepers, None), lambda: launch_spec(keepers, variant))
-        context.log.info("accuracy gate for %s: %s (%s)", variant.name, verdict, why)
-        return verdict, why
-
+    gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
+                      launch_spec, context.log)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   recall, remember, on_trial, Checks(admit=trees.admit, gate=accuracy))
+                   recall, remember, on_trial, Checks(admit=trees.admit, gate=gate.judge_variant))
     return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
                         tree_commit=trees.head(), patch_commits=trees.commits)
 

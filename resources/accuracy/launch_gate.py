@@ -15,14 +15,27 @@ from typing import Any
 
 from hyperloom_assets.core.config.targets import AgreementCheck, LmEvalCheck
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
+from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.resources.accuracy.client import GateUnavailable
 from hyperloom_assets.resources.accuracy.gate import SideEvidence, evidence_of, verdict_of
 
 
 class LaunchGate:
-    def __init__(self, host: Any, check: AgreementCheck | LmEvalCheck, folder: Path):
-        self.host, self.check, self.folder = host, check, folder
+    """`spec_for(keepers, variant)` builds a launch spec (checking its tree out); `log` says each verdict."""
+
+    def __init__(self, host: Any, check: AgreementCheck | LmEvalCheck, folder: Path,
+                 spec_for: Callable[[list[Variant], Variant | None], ServerSpec], log: Any = None):
+        self.host, self.check, self.folder, self.spec_for, self.log = host, check, folder, spec_for, log
         self.references: dict[str, SideEvidence] = {}
+
+    def judge_variant(self, keepers: list[Variant], variant: Variant) -> tuple[str, str]:
+        """The climb's gate: the running best (keepers) against the candidate on top of it."""
+        best_key = trial_fingerprint(keepers[:-1], keepers[-1]) if keepers else "baseline"
+        verdict, why = self.judge(best_key, lambda: self.spec_for(keepers, None), lambda: self.spec_for(keepers, variant))
+        if self.log is not None:
+            self.log.info("accuracy gate for %s: %s (%s)", variant.name, verdict, why)
+        return verdict, why
 
     def _answers(self, spec: ServerSpec, label: str) -> SideEvidence:
         folder = self.folder / f"gate-{label}-{time.time_ns()}"

@@ -9,10 +9,14 @@ fingerprint, gain and interval; anything else leaves the head as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.decisions.climb import TrialRecord, launched_changes
+from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.patches.run_tree import RunTree
+from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.resources.trees.workspace import (
     PatchRejected,
@@ -23,6 +27,8 @@ from hyperloom_assets.resources.trees.workspace import (
     reset_branch,
     rest_on_branch,
 )
+
+SpecMaker = Callable[[list[Variant], "Variant | None"], ServerSpec]
 
 
 def keep_message(record: TrialRecord) -> str:
@@ -52,6 +58,14 @@ class TrialTrees:
             return None
         text = "".join(p.text for p in variant.patches) if variant is not None and variant.patches else None
         return checkout(self.run_tree, branch_head(self.run_tree), text)
+
+    def spec_maker(self, target: Target, base: ServerSpec) -> SpecMaker:
+        """(keepers, variant) -> the launch spec of the stack plus the variant, its tree checked out:
+        call it right before the launch, since every launch shares the one worktree."""
+        def spec_for(keepers: list[Variant], variant: Variant | None) -> ServerSpec:
+            spec = stack_spec(target, launched_changes(keepers, variant), base)
+            return spec.model_copy(update={"framework_tree": self.launch_tree(variant)})
+        return spec_for
 
     def admit(self, keepers: list[Variant], variant: Variant) -> str | None:
         if self.run_tree is None:

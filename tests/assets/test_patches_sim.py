@@ -31,6 +31,7 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
                        tmp_path / "fast-but-wrong.patch")
     right = make_patch(tree, {ARGS_FILE: CAP, PERF: ("BW_EFFICIENCY = 0.80", "BW_EFFICIENCY = 0.90")},
                        tmp_path / "fast-and-right.patch")
+    (tree / "hyperloom_assets" / "sim" / "NOTES.txt").write_text("the operator's, uncommitted\n")
     before = operator_state(tree)
     targets = tmp_path / "targets"
     targets.mkdir()
@@ -46,6 +47,7 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
     by_name = trial_observations(result)
     assert Path(baseline["engine_path"]).is_relative_to(host.state_path()), "the run's worktree, not the venv"
     assert baseline["framework_tree_commit"] == before[0]
+    assert baseline["unserved_files"] == ["hyperloom_assets/sim/NOTES.txt"], "served at HEAD, without it"
     assert by_name["patch stale"]["outcome"] == "REJECTED"
     assert "patch does not apply" in by_name["patch stale"]["reason"]
     wrong_trial = by_name["patch fast-but-wrong"]
@@ -65,6 +67,7 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
     assert stack["validated_gain_pct"] > 100, "validated from the tree at tree_commit, not the venv's engine"
     markdown = Path(report["report_path"]).read_text()
     assert f"checkout {accepted['tree_commit']}" in markdown and "REJECTED" in markdown
+    assert "were not served (the run serves HEAD): `hyperloom_assets/sim/NOTES.txt`" in markdown
     report_json = json.loads(Path(report["report_path"]).with_name("report.json").read_text())
     assert report_json["source_tree"]["patches"][0]["commit"] == records[0]["commit"]
     assert operator_state(tree) == before, "the operator's checkout is untouched"

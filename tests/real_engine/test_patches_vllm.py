@@ -54,8 +54,8 @@ def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(t
         "engine": "vllm", "model": str(tiny_model), "framework_tree": str(tree),
         "server_args": ["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"],
         "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "patches": [str(wrong), worker.path],
-        "workload": {"kind": "random", "isl": 64, "osl": 64, "concurrency": 16, "num_prompts": 48},
-        "repeats": 3, "max_trials": 2, "target_gain_pct": 1000, "sweep_concurrencies": [16]}))
+        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 16, "num_prompts": 32},
+        "repeats": 2, "max_trials": 2, "target_gain_pct": 1000, "sweep_concurrencies": [16]}))
     result, meta = run_job(targets, "tiny-tree", host, store,
                            ("baseline", "accepted_patches", "optimization_stack", "final_report"))
     trials = trial_observations(result)
@@ -66,7 +66,8 @@ def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(t
     wrong_trial = trials["patch fast-but-wrong"]
     assert wrong_trial["outcome"] == "REVERT" and wrong_trial["reason"].startswith("accuracy_drop:"), wrong_trial
     worker_trial = trials["patch cpu-worker-all-cores"]
-    assert worker_trial["outcome"] in ("KEEP", "REVERT") and worker_trial["provenance"] == "operator"
+    # Measured and judged on its merits: kept, reverted, or stopped for measuring past twice the baseline's time.
+    assert worker_trial["outcome"] in ("KEEP", "REVERT", "KILLED_OVERTIME") and worker_trial["provenance"] == "operator"
     print(f"cpu-worker-all-cores: {worker_trial['outcome']} ({worker_trial['reason']})")
 
     kept = worker_trial["outcome"] == "KEEP"

@@ -1,9 +1,10 @@
 """The one fingerprint function of the explore ledger (DESIGN.md invariant 1). Pure code.
 
-A fingerprint names a change (args added, args removed, env set, env unset), never a
-variant's name, so a renamed variant is still recognized as already tried. The ledger
-keys fingerprints by a context (target, workload, engine identity, operator's base
-config): the same change in a new context is tried afresh.
+A fingerprint names a change (args added, args removed, env set, env unset, source
+patches by the sha256 of their text), never a variant's or a patch file's name, so a
+renamed variant is still recognized as already tried. The ledger keys fingerprints by
+a context (target, workload, engine identity, operator's base config): the same change
+in a new context is tried afresh.
 """
 
 from __future__ import annotations
