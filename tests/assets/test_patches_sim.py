@@ -1,4 +1,5 @@
-"""Source patches through the whole graph on a sim tree: REJECTED before any launch, a patch that wins on throughput
+"""Source patches through the whole graph on a sim tree: the operator's patches first in the plan and the
+library's offered one after them, REJECTED before any launch, a patch that wins on throughput
 but changes outputs reverted with accuracy_drop, an operator patch kept and committed on
 hyperloom/<target>, and accepted_patches, the branch and the report in agreement, the
 operator's checkout untouched. The winning patches win by multiples, so machine load cannot
@@ -41,10 +42,13 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
         "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
         "repeats": 2, "max_trials": 4, "target_gain_pct": 10000, "sweep_concurrencies": [16]}))
     result, meta = run_job(targets, "sim-tree", host, store,
-                           ("baseline", "accepted_patches", "optimization_stack", "final_report"))
+                           ("baseline", "candidates", "accepted_patches", "optimization_stack", "final_report"))
     baseline, accepted, stack, report = (meta[a] for a in ("baseline", "accepted_patches", "optimization_stack",
                                                            "final_report"))
     by_name = trial_observations(result)
+    plan = [row.data["name"] for row in meta["candidates"]["plan"].records]
+    assert plan[:3] == ["patch stale", "patch fast-but-wrong", "patch fast-and-right"], "the operator's first"
+    assert "patch fused-decode-kernel" in plan[3:] and "patch perturb-logits" not in plan, "offered, not `offer: no`"
     assert Path(baseline["engine_path"]).is_relative_to(host.state_path()), "the run's worktree, not the venv"
     assert baseline["framework_tree_commit"] == before[0]
     assert baseline["unserved_files"] == ["hyperloom_assets/sim/NOTES.txt"], "served at HEAD, without it"

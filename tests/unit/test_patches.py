@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hyperloom_assets.core.config.targets import load_targets
+from hyperloom_assets.core.config.targets import Target, load_targets
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.patches.library import library_patches, offered_patches
 from hyperloom_assets.core.patches.patch import PatchError, parse_patch
+from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
+from hyperloom_assets.core.planning.variants import Variant
 from tests.conftest import SIM_MODEL
 
 VLLM = engine_for("vllm")
@@ -76,3 +78,25 @@ def test_bad_trees_and_patch_files_are_target_errors_naming_the_field(tmp_path) 
     good.write_text(DIFF)
     assert "patches: a framework_tree" in _target(tmp_path / "e", patches=[str(good)])
     assert _target(tmp_path / "f", framework_tree=str(plain), patches=[str(good)]) == ""
+
+
+def _sim_target(tmp_path, **fields):
+    body = {"engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tmp_path),
+            "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}, **fields}
+    return Target.model_validate(body)
+
+
+def test_operator_patches_lead_the_plan_then_the_librarys_offered_ones_by_score(tmp_path) -> None:
+    operator = tmp_path / "mine.patch"
+    operator.write_text(DIFF.replace("vllm/config.py", "hyperloom_assets/sim/perf_model.py"))
+    target = _sim_target(tmp_path, patches=[str(operator)])
+    flags = [Variant(name=n, provenance="seed_grid", reason=n, expected_value=v) for n, v in (("high", 200.0), ("low", 10.0))]
+    patches = patch_candidates(target, "hyperloom-assets 0.1.0", keepers=[], tried=set())
+    assert [(v.name, v.patches[0].source) for v in patches] == [("patch mine", "operator"),
+                                                                ("patch fused-decode-kernel", "library")]
+    assert all(v.accuracy_risky for v in patches), "every patch goes through the gate"
+    assert [v.name for v in with_patches(flags, patches)] == ["patch mine", "high", "patch fused-decode-kernel", "low"]
+    assert [v.name for v in patch_candidates(target, "hyperloom-assets 0.1.0", [], set(),
+                                             frozenset({patches[1].patches[0].sha256}))] == ["patch mine"]
+    assert [v.name for v in patch_candidates(target, "other-sim 1.0", [patches[0]], set())] == []
+    assert patch_candidates(_sim_target(tmp_path).model_copy(update={"framework_tree": None}), None, [], set()) == []
