@@ -6,7 +6,7 @@ tried whatever the plan's order) is applied, measured and kept or reverted on it
 merits; a patch that wins on throughput but corrupts outputs is reverted with
 accuracy_drop; accepted_patches, the branch and the report agree; the operator's
 checkout is untouched; and a slowdown committed to the tree lowers the next measured
-baseline. Kept small for CI (9 launches, about 5 minutes on an idle 2-core machine):
+baseline. Kept small for CI (9 launches, 5 to 6 minutes on an idle 2-core machine):
 16 prompts of 16 tokens, 2 repeats, the sweep at concurrency 1 only. The worker patch
 is a loss here (benchmarks/patch_effect.py), so the branch normally stays at the base: a
 kept patch's commit, the stack validated from it and the report's checkout of it are
