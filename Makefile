@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export HYPERLOOM_TARGETS_DIR ?= $(CURDIR)/targets
 TINY_MODEL := .cache/models/tiny-llama
+# The demo target's framework_tree: the installed vLLM's code as a git repo to patch and serve.
+VLLM_TREE := .cache/trees/vllm
 DEMO_TARGET ?= tiny-llama-cpu
 DEMO_JOB ?= optimize_job
 
@@ -16,7 +18,10 @@ setup:
 $(TINY_MODEL)/config.json: | setup
 	$(VENV)/bin/hyperloom tiny-model $(TINY_MODEL)
 
-demo: setup $(TINY_MODEL)/config.json
+$(VLLM_TREE)/.git: | setup
+	$(VENV)/bin/hyperloom framework-tree init --engine vllm $(VLLM_TREE)
+
+demo: setup $(TINY_MODEL)/config.json $(VLLM_TREE)/.git
 	$(PY) -m hyperloom_assets.cli.demo --job $(DEMO_JOB) --target $(DEMO_TARGET)
 
 test: setup $(TINY_MODEL)/config.json
@@ -25,5 +30,5 @@ test: setup $(TINY_MODEL)/config.json
 test-fast: setup
 	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not real_engine and not cli" tests
 
-ui: setup
+ui: setup $(VLLM_TREE)/.git
 	$(VENV)/bin/dagster dev -w workspace.yaml

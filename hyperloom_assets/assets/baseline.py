@@ -39,6 +39,12 @@ from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.patches.run_tree import RunTree
+from hyperloom_assets.resources.hosts.engine_origin import check_tree_imports
+from hyperloom_assets.resources.hosts.host_side import server_env
+from hyperloom_assets.resources.trees.git import GitError
+from hyperloom_assets.resources.trees.workspace import open_run_tree
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
@@ -125,6 +131,11 @@ def baseline_metadata(result: BaselineResult) -> dict:
         server_log=dg.MetadataValue.path(str(result.launch.log_path)),
         ready_s=rounded(result.launch.ready_s, "s"), context_key=result.context_key,
     )
+    if result.run_tree is not None:
+        metadata.update(engine_path=dg.MetadataValue.text(result.launch.engine_path or "unknown"),
+                        framework_tree_commit=dg.MetadataValue.text(result.run_tree.base_commit),
+                        framework_tree_branch=dg.MetadataValue.text(result.run_tree.branch),
+                        unserved_files=dg.MetadataValue.json(result.run_tree.unserved))
     if m.theoretical_prefix_hit_pct is not None:
         metadata["theoretical_prefix_hit_pct"] = rounded(float(m.theoretical_prefix_hit_pct), "%")
     return metadata
@@ -179,6 +190,20 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
         return measured
 
 
+def prepare_run_tree(target: Target, name: str, host, spec: ServerSpec) -> RunTree | None:
+    """The run's worktree at the operator's HEAD; the tree's engine must import from it, before any launch."""
+    if target.framework_tree is None:
+        return None
+    try:
+        run_tree = open_run_tree(target.framework_tree, host.state_path(), name)
+        check_tree_imports(engine_for(target.engine), run_tree.worktree, host.python_executable(spec), server_env(spec.env, spec.unset_env))
+    except GitError as exc:
+        raise baseline_failure("baseline_failed", f"framework_tree {target.framework_tree}: {exc.stderr}") from exc
+    except ServerError as exc:
+        raise baseline_failure("baseline_failed", str(exc), error_class=exc.error_class) from exc
+    return run_tree
+
+
 def measure_baseline(context, target: Target, contract: WorkloadContract, host, bench, store: ResultStore,
                      release: ReleaseRun | None) -> BaselineResult:
     name, run_id = context.partition_key, context.run.run_id
@@ -188,6 +213,9 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
     check_not_duplicate(store, name, attempt)
     spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env,
                       python=release.python if release else None)
+    run_tree = prepare_run_tree(target, name, host, spec)
+    if run_tree is not None:
+        spec = spec.model_copy(update={"framework_tree": run_tree.worktree})
     signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
     key = context_key(name, signature, framework_version, config_version)
     try:
@@ -201,7 +229,7 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
     return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
                           contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,
                           framework_version=framework_version, config_version=config_version, context_key=key,
-                          run_id=run_id, release=release)
+                          run_id=run_id, release=release, run_tree=run_tree)
 
 
 def build_baseline_asset(partitions: dg.PartitionsDefinition):

@@ -15,6 +15,7 @@ from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_sweep
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.trees.workspace import served_at
 
 
 def sweep_rows(config: str, results) -> list[dict]:
@@ -34,12 +35,16 @@ def build_sweep_asset(partitions: dg.PartitionsDefinition):
         target = catalog.target(name)
         host = hosts.for_target(target)
         ladder = target.sweep_ladder()
-        configs = [("baseline", baseline.spec)]
+        run_tree = baseline.run_tree
+        base_commit = run_tree.base_commit if run_tree else None
+        configs = [("baseline", baseline.spec, base_commit)]
         if optimization_stack.keepers:
-            configs.append(("stack", stack_spec(target, optimization_stack.keepers, baseline.spec)))
+            configs.append(("stack", stack_spec(target, optimization_stack.keepers, baseline.spec),
+                            optimization_stack.tree_commit or base_commit))
         rows: list[dict] = []
         with recorded_stops(context, store, "concurrency_sweep"):
-            for label, spec in configs:
+            for label, spec, commit in configs:
+                spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commit)})
                 folder = step_dir(host, name, context.run.run_id, f"sweep-{label}")
                 results = run_sweep(host=host, bench=bench, store=store, target=name, spec=spec,
                                     contract=baseline.contract, rungs=ladder, run_dir=folder,

@@ -22,13 +22,21 @@ from hyperloom_assets.core.measurement.stats import repeats_of
 from hyperloom_assets.core.report.consistency import compare_report
 from hyperloom_assets.core.report.markdown import (
     ReportInputs,
+    SourceTree,
     measurement_warnings,
     render_markdown,
     run_measurement_warnings,
 )
 from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_roofline_position
 from hyperloom_assets.core.report.precision import rounded
-from hyperloom_assets.core.results import BaselineResult, RooflineResult, StackResult, SweepResult, TrialsResult
+from hyperloom_assets.core.results import (
+    AcceptedPatches,
+    BaselineResult,
+    RooflineResult,
+    StackResult,
+    SweepResult,
+    TrialsResult,
+)
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
@@ -45,14 +53,15 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
               description="Markdown, plots and JSON: the headline, every trial, the stack, the sweep, the commands.")
     def final_report(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, store: ResultStore,
                      baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
-                     optimization_stack: StackResult,
+                     optimization_stack: StackResult, accepted_patches: AcceptedPatches,
                      concurrency_sweep: SweepResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         name = context.partition_key
         target = catalog.target(name)
         host = hosts.for_target(target)
         folder = step_dir(host, name, context.run.run_id, "report")
         inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,
-                               concurrency_sweep, folder, store.measurements(name), context.run.run_id)
+                               concurrency_sweep, folder, store.measurements(name), context.run.run_id,
+                               accepted_patches)
         markdown = render_markdown(inputs)
         path = folder / "report.md"
         path.write_text(markdown)
@@ -96,7 +105,8 @@ def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline
 
 
 def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
-                  stack: StackResult, sweep: SweepResult, folder: Path, stored: list[dict], run_id: str) -> ReportInputs:
+                  stack: StackResult, sweep: SweepResult, folder: Path, stored: list[dict], run_id: str,
+                  accepted: AcceptedPatches) -> ReportInputs:
     plots = []
     for plot in sweep.plots:  # copied beside the report so the Markdown's links work anywhere
         copy = folder / Path(plot).name
@@ -115,7 +125,7 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
     if stack.release_check and not stack.release_check.holds:
         warnings.append(f"{stack.release_check.release}: {stack.release_check.summary}")
     warnings += [f"trial {t.index} {t.name}: {t.outcome} ({t.decision.reason})"
-                 for t in trials.climb.trials if t.outcome in ("FAILED", "KILLED_OVERTIME", "KEEP_UNSTABLE")]
+                 for t in trials.climb.trials if t.outcome in ("FAILED", "KILLED_OVERTIME", "KEEP_UNSTABLE", "REJECTED")]
     environment = {"engine": target.engine, "engine release": baseline.launch.engine_version or "unknown",
                    "host": host.name, "engine identity (framework_tree)": baseline.framework_version,
                    "server config version": baseline.config_version, "ledger context": baseline.context_key}
@@ -129,5 +139,15 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         trials=trials.climb.trials, keepers=[k.name for k in stack.keepers], conflicts=stack.conflicts,
         sweep_rows=sweep.rows, plots=plots, waterfall_plot=waterfall.name, roofline_plot=position.name,
         environment=environment, warnings=warnings,
-        release_check=stack.release_check,
+        release_check=stack.release_check, source_tree=source_tree(baseline, accepted),
     )
+
+
+def source_tree(baseline: BaselineResult, accepted: AcceptedPatches) -> SourceTree | None:
+    tree = baseline.run_tree
+    if tree is None:
+        return None
+    return SourceTree(operator_tree=str(tree.operator_tree), branch=tree.branch, base_commit=tree.base_commit,
+                      tree_commit=accepted.tree_commit or tree.base_commit, unserved=tree.unserved,
+                      patches=[p.model_dump(mode="json") for p in accepted.patches],
+                      engine_path=baseline.launch.engine_path)

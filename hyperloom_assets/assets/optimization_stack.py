@@ -20,21 +20,28 @@ from hyperloom_assets.core.planning.stack import composition, final_command, sta
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, stack_verdict
 from hyperloom_assets.core.report.precision import rounded
-from hyperloom_assets.core.results import BaselineResult, StackResult, TrialsResult
+from hyperloom_assets.core.results import AcceptedPatches, BaselineResult, StackResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.trees.workspace import served_at
 
 VALIDATION_PAIRS = 2
 
 
 def validate_stack(context, target, host, bench, store, baseline: BaselineResult, keepers: list[Variant],
-                   label_prefix: str = "validate"):
-    """Base, stack, base, stack on fresh servers; returns each side's launches and the stack's argv."""
+                   label_prefix: str = "validate", tree_commit: str | None = None):
+    """Base, stack, base, stack on fresh servers; returns each side's launches and the stack's argv.
+
+    A tree target serves the base at the run's base commit and the stack at `tree_commit`.
+    """
+    run_tree = baseline.run_tree
     base_spec, top_spec = baseline.spec, stack_spec(target, keepers, baseline.spec)
+    base_commit = run_tree.base_commit if run_tree else None
+    commits = {"base": base_commit, "stack": tree_commit or base_commit}
     base: Launches = []
     top: Launches = []
     top_argv: list[str] = []
@@ -42,6 +49,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
         context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
                          pair, VALIDATION_PAIRS)
         for label, spec, launches in (("base", base_spec, base), ("stack", top_spec, top)):
+            spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commits[label])})
             folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
             measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
                                        kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
@@ -70,9 +78,9 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
                         gain_pct=gain, ci_low=low, ci_high=high, previous_gain_pct=before)
 
 
-def stack_result(target, baseline: BaselineResult, trials: TrialsResult, base: Launches, top: Launches,
-                 top_argv: list[str]) -> StackResult:
-    keepers = trials.climb.keepers
+def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepted: AcceptedPatches,
+                 base: Launches, top: Launches, top_argv: list[str]) -> StackResult:
+    keepers = accepted.keepers
     stack = composition(target, keepers)
     validated = bool(keepers)
     if validated:
@@ -86,7 +94,8 @@ def stack_result(target, baseline: BaselineResult, trials: TrialsResult, base: L
                        final_argv=final_command(target, top_argv), launch_argv=top_argv, final_env=stack.env,
                        validated=validated, base_launches=base, stack_launches=top, final_output_throughput=final,
                        validated_gain_pct=gain, validated_gain_ci_low=low, validated_gain_ci_high=high,
-                       stop_reason=trials.climb.stop_reason)
+                       stop_reason=trials.climb.stop_reason, tree_commit=accepted.tree_commit,
+                       patches=[p.name for p in accepted.patches])
 
 
 def build_stack_asset(partitions: dg.PartitionsDefinition):
@@ -95,14 +104,16 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
               description="The keepers composed; the gain validated interleaved on fresh servers.")
     def optimization_stack(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet,
                            bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
-                           trials: TrialsResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
+                           trials: TrialsResult, accepted_patches: AcceptedPatches,
+                           ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.target(context.partition_key)
         host = hosts.for_target(target)
         base, top, argv = [], [], []
         with recorded_stops(context, store, "optimization_stack"):
-            if trials.climb.keepers:
-                base, top, argv = validate_stack(context, target, host, bench, store, baseline, trials.climb.keepers)
-            result = stack_result(target, baseline, trials, base, top, argv)
+            if accepted_patches.keepers:
+                base, top, argv = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
+                                                 tree_commit=accepted_patches.tree_commit)
+            result = stack_result(target, baseline, trials, accepted_patches, base, top, argv)
             result.release_check = release_check(context, target, host, bench, store, baseline,
                                                  list(trials.climb.evidence.values()))
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
@@ -116,6 +127,8 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "final_argv": dg.MetadataValue.text(shlex.join(result.final_argv)),
             "final_env": dg.MetadataValue.json(result.final_env), "stop_reason": result.stop_reason,
             "conflicts": dg.MetadataValue.json(result.conflicts),
+            "tree_commit": dg.MetadataValue.text(result.tree_commit or "none (no framework_tree)"),
+            "patches": dg.MetadataValue.json(result.patches),
         })
         yield validated_gain_interval_excludes_zero(result)
 

@@ -19,6 +19,7 @@ from hyperloom_assets.assets.stops import record_stop, recorded_stops
 from hyperloom_assets.core.decisions.climb import (
     OVERTIME,
     Budget,
+    Checks,
     Look,
     TrialMeasurement,
     TrialRecord,
@@ -29,11 +30,11 @@ from hyperloom_assets.core.decisions.rule import overtime_limit_s
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
-from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import trials_table
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, TrialsResult
+from hyperloom_assets.resources.accuracy.launch_gate import LaunchGate
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
@@ -41,6 +42,7 @@ from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.trees.trial_trees import TrialTrees
 
 
 def build_trials_asset(partitions: dg.PartitionsDefinition):
@@ -117,20 +119,26 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     finished: list[TrialRecord] = []
     asked = [1]  # the proposer's rounds so far: `candidates` asked the first
 
+    tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
+
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
             return first_plan
-        rules = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
+        rules = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried,
+                                tried_patches=frozenset(tried_patches))
         if rounds is None or asked[0] >= rounds.settings.max_rounds:
             return rules
         asked[0] += 1
         return propose(rounds, asked[0], trials=finished, keepers=keepers, tried=tried) + rules
 
+    trees = TrialTrees(baseline.run_tree)
+    launch_spec = trees.spec_maker(target, baseline.spec)
+
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review, or
         # the new stack's rebench after a KEEP
         changes = launched_changes(keepers, variant)
-        spec = stack_spec(target, changes, baseline.spec)
+        spec = launch_spec(keepers, variant)
         fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
         kind = "trial" if variant is not None else "best_relaunch"
         folder = step_dir(host, name, context.run.run_id, f"{kind}-{fingerprint or 'baseline'}-{time.time_ns()}")
@@ -155,6 +163,8 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     def on_trial(record: TrialRecord) -> None:
         finished.append(record)
+        trees.settle(record)
+        tried_patches.update(patch.sha256 for patch in record.variant.patches)
         context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
                          ", replayed from the ledger" if record.replayed else "")
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
@@ -169,9 +179,13 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     ledger = StoreLedger(context, store, key)
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
+    gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
+                      launch_spec, context.log)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
                    ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
-                   remember_look=ledger.remember_look, on_look=on_look)
+                   remember_look=ledger.remember_look, on_look=on_look,
+                   checks=Checks(admit=trees.admit, gate=gate.judge_variant))
     record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
                 f"running gain {result.best_gain_pct():+.2f}%")
-    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key)
+    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
+                        tree_commit=trees.head(), patch_commits=trees.commits)

@@ -36,3 +36,8 @@ def derived_seed(text: str) -> int:
 def file_hash(path: Path) -> str:
     """The full SHA-1 of a file's bytes (traces, source files)."""
     return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    """The full SHA-256 of text: a source patch's identity, stored and compared in full."""
+    return hashlib.sha256(text.encode()).hexdigest()

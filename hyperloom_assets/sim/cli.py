@@ -20,6 +20,7 @@ from hyperloom_assets.sim.engine_args import (
     add_harness_args,
     flavor_of,
     normalize_argv,
+    output_salt,
     resolve_config,
 )
 from hyperloom_assets.sim.perf_model import SimConfigError
@@ -91,11 +92,11 @@ def serve_main(argv: list[str]) -> int:
     print(log_line(config, f"GPU KV cache size: {engine.kv_tokens:,} tokens", "kv_cache_utils.py:1"), flush=True)
     print(log_line(config, f"Maximum concurrency for {engine.max_model_len:,} tokens per request: "
                            f"{engine.kv_tokens / engine.max_model_len:.2f}x", "kv_cache_utils.py:2"), flush=True)
-    asyncio.run(_serve(engine, config, args, model_dir))
+    asyncio.run(_serve(engine, config, args, model_dir, output_salt(argv, flavor, args.alter_outputs_with)))
     return 0
 
 
-async def _serve(engine, config, args: argparse.Namespace, model_dir: Path) -> None:  # noqa: ANN001 - light imports
+async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt: str) -> None:  # noqa: ANN001
     from aiohttp import web
 
     from hyperloom_assets.sim.launch_record import log_line
@@ -103,7 +104,7 @@ async def _serve(engine, config, args: argparse.Namespace, model_dir: Path) -> N
     from hyperloom_assets.sim.server import SimServer
 
     tokenizer = PromptTokenizer(model_dir, config.tokenizer)
-    server = SimServer(engine, config, tokenizer, args.time_scale, args.stream_interval_ms / 1000.0)
+    server = SimServer(engine, config, tokenizer, args.time_scale, args.stream_interval_ms / 1000.0, salt)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.add_routes(server.routes())
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

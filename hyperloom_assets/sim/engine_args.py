@@ -21,7 +21,7 @@ FLAVORS = ("vllm", "sglang", "atom")
 # flag -> takes a value
 _HARNESS_FLAGS: dict[str, bool] = {
     "--gpu": True, "--time-scale": True, "--noise-pct": True, "--seed": True, "--flavor": True,
-    "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True,
+    "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True, "--alter-outputs-with": True,
 }
 # ATOM serves HTTP on --server-port; its --port is the engine's internal port, an engine arg.
 HTTP_PORT_FLAGS = {"vllm": "--port", "sglang": "--port", "atom": "--server-port"}
@@ -48,6 +48,14 @@ def harness_flags(flavor: str = "vllm") -> dict[str, bool]:
 def http_port_flag(flavor: str) -> str:
     """The flag the flavor's engine takes its HTTP port from."""
     return HTTP_PORT_FLAGS.get(flavor, "--port")
+
+
+def output_salt(argv: list[str], flavor: str, altering: str) -> str:
+    """Non-empty when an engine flag named in --alter-outputs-with is among the engine args."""
+    named = {"--" + flag.strip().lstrip("-") for flag in altering.split(",") if flag.strip()}
+    _, engine = split_harness_args(normalize_argv(argv, flavor), flavor)
+    given = sorted({token.split("=", 1)[0] for token in engine if token.split("=", 1)[0] in named})
+    return ",".join(given)
 
 
 def split_harness_args(argv: list[str], flavor: str = "vllm") -> tuple[dict[str, str | bool], list[str]]:
@@ -199,6 +207,9 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--stream-interval-ms", type=float, default=10.0,
                         help="at most one stream event per request per this much wall time")
+    parser.add_argument("--alter-outputs-with", default="",
+                        help="engine flags, comma-separated and without their dashes (kv-cache-dtype), "
+                             "that change the synthetic model's outputs when given")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:

@@ -21,6 +21,7 @@ from aiohttp import web
 from hyperloom_assets.sim.engine_args import EngineConfig
 from hyperloom_assets.sim.prompts import PromptError, PromptTokenizer, filler_text
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
+from hyperloom_assets.sim.synthetic_model import CANDIDATES, Step, generate
 
 TIMER_SLACK_S = 0.0005
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -33,8 +34,9 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 class SimServer:
     def __init__(self, engine: SimEngine, config: EngineConfig, tokenizer: PromptTokenizer,
-                 time_scale: float, stream_interval_s: float):
+                 time_scale: float, stream_interval_s: float, output_salt: str = ""):
         self.engine = engine
+        self.output_salt = output_salt  # non-empty: a flag named by --alter-outputs-with was given
         self.config = config
         self.tokenizer = tokenizer
         self.time_scale = time_scale
@@ -131,12 +133,14 @@ class SimServer:
             return _error(400, "the request body is not valid JSON")
         if isinstance(body, dict) and body.get("model") not in (None, *self.config.served_names):
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        reply = _Reply(body, chat, self.config.served_names[0], self.created)
         try:
             ids, max_tokens = self._read(body, chat)
+            if not chat and not body.get("stream") and body.get("logprobs") is not None:
+                reply.steps = self._greedy(body, ids, max_tokens)
         except PromptError as exc:
             return _error(400, str(exc))
         request = self.submit(ids, max_tokens)
-        reply = _Reply(body, chat, self.config.served_names[0], self.created)
         try:
             if body.get("stream"):
                 return await self._stream(http, request, reply)
@@ -147,6 +151,13 @@ class SimServer:
             if request.phase not in ("done", "aborted"):
                 self.engine.abort(request)  # the client went away: free its seat and blocks
             raise
+
+    def _greedy(self, body: dict, ids: list[int], max_tokens: int) -> list[Step]:
+        """The synthetic model's tokens for a request that asks for logprobs (the accuracy gate's)."""
+        count = body.get("logprobs")
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= CANDIDATES:
+            raise PromptError(f"logprobs must be an integer from 0 to {CANDIDATES}, got {count!r}")
+        return generate(ids, max_tokens, self.engine.model.shape.vocab, self.output_salt)
 
     async def _stream(self, http: web.Request, request: SimRequest, reply: _Reply) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=SSE_HEADERS)
@@ -177,6 +188,9 @@ class _Reply:
         self.created = created
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         self.object = "chat.completion" if chat else "text_completion"
+        self.steps: list[Step] | None = None  # the synthetic model's tokens, when logprobs were asked for
+        self.top_k = body.get("logprobs") or 0
+        self.token_ids = bool(body.get("return_tokens_as_token_ids"))
         options = body.get("stream_options") or {}
         self.include_usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
 
@@ -206,12 +220,29 @@ class _Reply:
         return self._event({"id": self.id, "object": kind, "created": self.created, "model": self.model,
                             "choices": [], "usage": self._usage(request)})
 
+    def _token(self, token: int) -> str:
+        return f"token_id:{token}" if self.token_ids else f" t{token}"
+
+    def _logprobs(self) -> tuple[str, dict[str, Any]]:
+        """vLLM's completions shape: tokens, their logprobs, the top-k at each step, offsets."""
+        assert self.steps is not None
+        tokens = [self._token(step.token) for step in self.steps]
+        offsets, at = [], 0
+        for token in tokens:
+            offsets.append(at)
+            at += len(token)
+        logprobs = {"text_offset": offsets, "token_logprobs": [step.top[0][1] for step in self.steps], "tokens": tokens,
+                    "top_logprobs": [{self._token(t): lp for t, lp in step.top[:self.top_k]} for step in self.steps]}
+        return "".join(f" t{step.token}" for step in self.steps), logprobs
+
     def whole(self, request: SimRequest) -> dict[str, Any]:
-        text = filler_text(0, request.max_tokens)
+        text, logprobs = filler_text(0, request.max_tokens), None
+        if self.steps is not None:
+            text, logprobs = self._logprobs()
         if self.chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                       "finish_reason": "length"}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length", "stop_reason": None}
         return {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
                 "choices": [choice], "usage": self._usage(request)}

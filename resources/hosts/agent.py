@@ -37,7 +37,8 @@ def _prepare(req: dict) -> dict:
 
 
 def _start(req: dict) -> dict:
-    server = host_side.start(req["argv"], req["env"], req["unset_env"], Path(req["log_path"]), Path(req["pid_dir"]))
+    server = host_side.start(req["argv"], req["env"], req["unset_env"], Path(req["log_path"]), Path(req["pid_dir"]),
+                             req.get("engine"), req.get("framework_tree"))
     # This agent exits now; the server runs on in its own session, watched through its pidfile.
     return {"record": server.record.model_dump(mode="json"), "pidfile": str(server.pidfile)}
 

@@ -19,6 +19,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.resources.hosts.engine_origin import REPORTER_DIR
 from hyperloom_assets.resources.hosts.engines import installed_in
 from hyperloom_assets.resources.hosts.preflight import (
     GpuToolOutputError,
@@ -94,10 +95,17 @@ def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: b
                     startup_timeout_s=spec.startup.timeout_s(server_env(env, unset_env)))
 
 
-def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_path: Path, pid_dir: Path) -> ServerProcess:
-    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir."""
+def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_path: Path, pid_dir: Path,
+          engine: str | None = None, framework_tree: str | None = None) -> ServerProcess:
+    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir.
+
+    With a `framework_tree`, the server imports `engine` from that checkout (its import
+    root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
+    launch_env = server_env(env, unset_env)
+    if framework_tree is not None and engine is not None:
+        launch_env.update(engine_for(engine).tree_env(Path(framework_tree), launch_env.get("PYTHONPATH"), REPORTER_DIR))
     try:
-        return launch(argv, server_env(env, unset_env), log_path, pid_dir)
+        return launch(argv, launch_env, log_path, pid_dir)
     except OSError as error:
         raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
 

@@ -23,6 +23,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
+from hyperloom_assets.resources.hosts.engine_origin import served_engine_path
 from hyperloom_assets.resources.hosts.engines import identity, server_argv
 from hyperloom_assets.resources.hosts.process_group import (
     PidRecord,
@@ -60,7 +61,8 @@ class LocalTransport:
                                  self.term_wait_s)
 
     def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> ServerProcess:
-        return host_side.start(argv, spec.env, spec.unset_env, Path(log_path), self.pid_dir)
+        tree = str(spec.framework_tree) if spec.framework_tree else None
+        return host_side.start(argv, spec.env, spec.unset_env, Path(log_path), self.pid_dir, spec.engine, tree)
 
     def wait_ready(self, started: ServerProcess, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting: StillStarting) -> None:
@@ -126,11 +128,13 @@ def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, ru
         ready_s = time.monotonic() - began
         log.info("%s: server ready in %.1f s", name, ready_s)
         log_path = run_dir / "server.log"
+        log_text = log_path.read_text(errors="replace")
+        engine_path = served_engine_path(spec, engine, log_text, argv)  # a tree launch that ran other code fails here
         yield LaunchRecord(
             argv=argv, env=dict(spec.env), base_url=f"http://{host_side.SERVE_HOST}:{prepared.port}",
             served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
-            ready_s=ready_s, evidence=engine.parse_evidence(log_path.read_text(errors="replace")),
-            engine_version=identity(engine, prepared.installed),
+            ready_s=ready_s, evidence=engine.parse_evidence(log_text),
+            engine_version=identity(engine, prepared.installed), engine_path=engine_path,
         )
     finally:
         with signals_deferred():  # a teardown cut short by a repeated cancel would leave the server behind

@@ -119,8 +119,9 @@ class SshTransport:
             "env": spec.env, "unset_env": spec.unset_env, "term_wait_s": self.term_wait_s}))
 
     def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> dict:
+        tree = str(spec.framework_tree) if spec.framework_tree else None  # a path on the host
         return self.call("start", {"argv": argv, "env": spec.env, "unset_env": spec.unset_env, "log_path": log_path,
-                                   "pid_dir": self.pid_dir})
+                                   "pid_dir": self.pid_dir, "engine": spec.engine, "framework_tree": tree})
 
     def wait_ready(self, started: dict, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting=None) -> None:

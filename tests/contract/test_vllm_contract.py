@@ -15,6 +15,7 @@ import pytest
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.evidence import parse_vllm_non_default_args
+from hyperloom_assets.core.planning.seed_grids import load_grids
 from hyperloom_assets.core.planning.variants import canonical_flag
 from tests.contract.project_flags import project_flags
 
@@ -93,6 +94,16 @@ def test_every_flag_we_pass_is_registered_in_the_installed_source(vllm_dir: Path
     missing = sorted(f for f in flags if f'"{f}"' not in vllm_source
                      and f"\n    {f[2:].replace('-', '_')}: " not in frontend)
     assert missing == []
+
+
+def test_every_env_knob_we_read_or_set_is_one_vllm_reads(vllm_dir: Path) -> None:
+    # envs.py's table: `"VLLM_X": lambda: ...`, the one place vLLM reads its env vars from.
+    table = (vllm_dir / "envs.py").read_text()
+    spec = engine_for("vllm")
+    knobs = {risk.knob for risk in spec.accuracy_risks if not risk.knob.startswith("-")}
+    knobs |= {entry.env_var for entry in load_grids()["vllm"].entries if entry.env_var}
+    assert "VLLM_CPU_ATTN_SPLIT_KV" in knobs
+    assert sorted(k for k in knobs if f'    "{k}": ' not in table) == []
 
 
 def test_the_record_we_parse_is_the_one_vllm_logs() -> None:

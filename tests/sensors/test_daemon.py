@@ -1,5 +1,6 @@
-"""The daemon path for real: the sensor on, a commit to a sim target's tree launches a run
-that finishes; bounded in time, and nothing is left running afterwards."""
+"""The daemon path for real: the sensor on, a commit to a sim target's tree (made by
+`framework-tree init`) launches a run that finishes and serves the committed code;
+bounded in time, and nothing is left running afterwards."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.conftest import SIM_MODEL
 pytestmark = pytest.mark.cli
 
 DEADLINE_S = 300
+SERVED_MARK = "hyperloom test: the second commit is served"
 
 
 def git(tree: Path, *args: str) -> None:
@@ -54,6 +56,16 @@ def runs(home: Path, env: dict) -> list:
             return list(instance.get_runs())
 
 
+def baseline_metadata(home: Path) -> dict:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        with dg.DagsterInstance.get() as instance:
+            records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("baseline")),
+                                                      limit=1).records
+            assert records, "the run materialized a baseline"
+            return {k: getattr(v, "value", v) for k, v in records[0].asset_materialization.metadata.items()}
+
+
 def wait_for(condition, what: str, deadline: float, log: Path):
     while time.monotonic() < deadline:
         value = condition()
@@ -66,11 +78,8 @@ def wait_for(condition, what: str, deadline: float, log: Path):
 def test_a_commit_to_a_target_tree_launches_a_run_that_finishes(tmp_path) -> None:
     home, targets, tree = tmp_path / "home", tmp_path / "targets", tmp_path / "engine-src"
     write_instance_config(home)
-    tree.mkdir()
-    git(tree, "init", "-q")
-    (tree / "engine.py").write_text("version = 1\n")
-    git(tree, "add", ".")
-    git(tree, "commit", "-qm", "first")
+    subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "framework-tree", "init", "--engine", "sim",
+                    str(tree)], check=True, capture_output=True)
     targets.mkdir()
     (targets / "sim-tree.yaml").write_text(yaml.safe_dump({
         "engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tree),
@@ -93,14 +102,19 @@ def test_a_commit_to_a_target_tree_launches_a_run_that_finishes(tmp_path) -> Non
         wait_for(lambda: "Sensor target_change_sensor skipped" in log.read_text(), "the first sensor tick", deadline, log)
         time.sleep(6)
         assert runs(home, env) == [], "first sight of a target asks for no run"
-        (tree / "engine.py").write_text("version = 2\n")
-        git(tree, "commit", "-qam", "second")
+        cli = tree / "hyperloom_assets" / "sim" / "cli.py"
+        anchor = '    print("INFO:     Application startup complete.", flush=True)\n'
+        assert anchor in cli.read_text()
+        cli.write_text(cli.read_text().replace(anchor, anchor + f'    print("{SERVED_MARK}", flush=True)\n'))
+        git(tree, "commit", "-qam", "second: the server says so")
         run = wait_for(lambda: next(iter(runs(home, env)), None), "a run after the commit", deadline, log)
         assert run.job_name == "optimize_job"
         assert run.tags.get("dagster/partition") == "sim-tree"
         finished = wait_for(lambda: [r for r in runs(home, env) if r.is_finished], "the run to finish", deadline, log)
         assert finished[0].status == dg.DagsterRunStatus.SUCCESS, log.read_text()[-4000:]
         assert len(runs(home, env)) == 1, "one commit, one run"
+        baseline_log = Path(baseline_metadata(home)["server_log"])
+        assert SERVED_MARK in baseline_log.read_text(), "the run served the committed code, not the venv's"
     finally:
         stop_group(daemon)
     # Grandchildren reparented to init need a moment to be reaped after the KILL.

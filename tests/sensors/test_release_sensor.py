@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import datetime, timedelta, timezone
 
 import dagster as dg
@@ -153,6 +154,7 @@ def test_installed_version_is_the_floor_and_checkouts_are_not_affected(index, tm
     body = (folder / "cpu-vllm.yaml").read_text().replace("engine: sim", "engine: vllm")
     (folder / "cpu-vllm.yaml").write_text(body)
     (tmp_path / "src").mkdir()
+    subprocess.run(["git", "init", "-q", str(tmp_path / "src")], check=True)
     write_target(folder, "sim-checkout", framework_tree=str(tmp_path / "src"))
     defs = defs_with_sensors(folder, host, store)
     from hyperloom_assets.resources.releases.identity import installed_version

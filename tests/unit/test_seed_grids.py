@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.registry import engine_flags_for, flavor_of, grid_engine, harness_flags_for
 from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
 from hyperloom_assets.core.planning.seed_grids import (
     GRIDS_DIR,
     GridError,
     Ladder,
+    accuracy_risk,
     load_grid_file,
     load_grids,
 )
@@ -154,3 +156,10 @@ def test_accuracy_risk_follows_the_engines_table_and_a_grid_cannot_disagree(tmp_
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(GridError, match="entry 'fp8-kv': the grid says not accuracy-risky.*--kv-cache-dtype fp8"):
         load_grid_file(path)
+
+
+def test_an_env_var_in_the_engines_table_is_a_risk_unless_it_keeps_the_default():
+    spec = engine_for("vllm")
+    assert "another order" in accuracy_risk(spec, [], {"VLLM_CPU_ATTN_SPLIT_KV": "0"})
+    assert accuracy_risk(spec, [], {"VLLM_CPU_ATTN_SPLIT_KV": "1"}) is None
+    assert accuracy_risk(spec, [], {"VLLM_CPU_KVCACHE_SPACE": "4"}) is None  # sizing, not numerics

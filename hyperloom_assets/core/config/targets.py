@@ -14,8 +14,9 @@ from typing import Literal
 import yaml
 from pydantic import Field, PositiveInt, ValidationError, field_validator
 
-from hyperloom_assets.core.engines import engine_names
+from hyperloom_assets.core.engines import engine_for, engine_names
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.patches.patch import PatchError, read_patch_file
 from hyperloom_assets.core.proposer.settings import ProposerField
 
 DEFAULT_TARGETS_DIR = Path("targets")
@@ -58,6 +59,23 @@ class Workload(Strict):
         return problems
 
 
+class AgreementCheck(Strict):
+    """The default gate: greedy tokens with top-k logprobs against the running best's."""
+    kind: Literal["agreement"] = "agreement"
+    prompts: PositiveInt = 32
+    max_tokens: PositiveInt = 16
+    top_k: PositiveInt = 8
+
+
+class LmEvalCheck(Strict):
+    """An lm-eval task run against the server (`lm_eval --model local-completions`): GPU hosts, real models."""
+    kind: Literal["lm_eval"]
+    task: str = Field(min_length=1)
+    tolerance: float = Field(ge=0, le=1)  # the largest drop of the task's score that still passes
+    limit: PositiveInt | None = None  # examples per task; None: all of them
+    num_fewshot: int | None = Field(default=None, ge=0)
+
+
 class Target(Strict):
     engine: str  # a module of hyperloom_assets/core/engines/
     model: Path
@@ -72,6 +90,11 @@ class Target(Strict):
     repeats: PositiveInt = 3
     sweep_concurrencies: list[PositiveInt] | None = None
     proposer: ProposerField | None = None  # {provider: rules|anthropic|openai, model, max_proposals, max_rounds}
+    patches: list[Path] = []  # operator source patches: unified diffs against framework_tree
+    accuracy: AgreementCheck | LmEvalCheck | None = Field(default=None, discriminator="kind")  # None: AgreementCheck()
+
+    def accuracy_check(self) -> AgreementCheck | LmEvalCheck:
+        return self.accuracy or AgreementCheck()
 
     @field_validator("engine")
     @classmethod
@@ -164,8 +187,26 @@ def _path_problems(target: Target, file: str) -> list[TargetProblem]:
     trace = target.workload.trace
     if trace is not None and not trace.is_file():
         problems.append(TargetProblem(file=file, field="workload.trace", expected=f"an existing JSONL file, {trace} does not exist"))
-    if target.framework_tree is not None and not target.framework_tree.is_dir():
-        problems.append(TargetProblem(file=file, field="framework_tree", expected=f"an existing folder, {target.framework_tree} does not exist"))
+    problems += _tree_problems(target, file)
+    return problems
+
+
+def _tree_problems(target: Target, file: str) -> list[TargetProblem]:
+    tree = target.framework_tree
+    if tree is not None and not tree.is_dir():
+        return [TargetProblem(file=file, field="framework_tree", expected=f"an existing folder, {tree} does not exist")]
+    if tree is not None and not (tree / ".git").exists():
+        return [TargetProblem(file=file, field="framework_tree",
+                              expected=f"a git repository (`git init` it, or `hyperloom framework-tree init --engine "
+                                       f"{target.engine} DIR`); {tree} has no .git")]
+    if target.patches and tree is None:
+        return [TargetProblem(file=file, field="patches", expected="a framework_tree to apply them to")]
+    problems = []
+    for index, path in enumerate(target.patches):
+        try:
+            read_patch_file(path, "operator", engine_for(target.engine))
+        except PatchError as exc:
+            problems.append(TargetProblem(file=file, field=f"patches.{index}", expected=str(exc)))
     return problems
 
 
@@ -202,7 +243,9 @@ def _with_resolved_paths(target: Target, root: Path) -> Target:
     if workload.trace is not None:
         workload = workload.model_copy(update={"trace": _resolve(workload.trace, root)})
     tree = _resolve(target.framework_tree, root) if target.framework_tree else None
-    return target.model_copy(update={"model": _resolve(target.model, root), "framework_tree": tree, "workload": workload})
+    patches = [_resolve(path, root) for path in target.patches]
+    return target.model_copy(update={"model": _resolve(target.model, root), "framework_tree": tree,
+                                     "workload": workload, "patches": patches})
 
 
 def target_files(folder: Path) -> list[Path]:

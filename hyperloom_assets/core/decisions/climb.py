@@ -23,16 +23,19 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from hyperloom_assets.core.decisions.rule import (
     MAX_MEASUREMENTS,
     Decision,
     Outcome,
+    accuracy_gated,
     decide_stack,
     decide_trial,
     failed,
     is_overtime,
     killed_overtime,
+    rejected,
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
@@ -137,6 +140,16 @@ RememberFn = Callable[[TrialRecord], None]
 RecallLooksFn = Callable[[str], list[Look]]  # a trial's recorded launches
 RememberLookFn = Callable[[Look], None]
 OnLookFn = Callable[[int, str, Look, bool], None]  # trial index, variant name, the look, replayed
+# (keepers, variant) -> why its source patch does not apply to the running best, or None (before any launch)
+AdmitFn = Callable[[list[Variant], Variant], "str | None"]
+# (keepers, variant) -> (verdict, why): the accuracy gate on a risky variant that won on throughput
+GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
+
+
+class Checks(NamedTuple):
+    """What a trial must pass besides throughput; both optional (a target without a tree has no patches)."""
+    admit: AdmitFn | None = None
+    gate: GateFn | None = None
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -228,8 +241,6 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
             break
         if judged.decision.ci_low_pct is None:
             tests = max(1, tests - 1)
-    if judged.decision.outcome == Outcome.KEEP:
-        _rebench(judged, [*keepers, variant], best + judged.best_launches, launch)
     return judged
 
 
@@ -276,8 +287,9 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> Stop
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
           recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None, *,
           recall_looks: RecallLooksFn | None = None, remember_look: RememberLookFn | None = None,
-          on_look: OnLookFn | None = None) -> ClimbResult:
+          on_look: OnLookFn | None = None, checks: Checks | None = None) -> ClimbResult:
     """`baseline` is the baseline's per-repeat throughputs: its one launch."""
+    checks = checks or Checks()
     keepers: list[Variant] = []
     evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
     best_key = BASELINE
@@ -307,7 +319,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
                                recall_looks(fingerprint) if recall_looks else [],
                                remember_look or (lambda look: None), on_look)
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, launch)
+                                    baseline_measuring_s, launch, checks)
             remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
         if record.launches or record.rebench_launches:  # the rebench launched the same config
@@ -322,9 +334,18 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
-                   others: list[Launches], baseline_measuring_s: float, launch: _Launcher) -> TrialRecord:
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch)
+                   others: list[Launches], baseline_measuring_s: float, launch: _Launcher,
+                   checks: Checks) -> TrialRecord:
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
+    refusal = checks.admit(keepers, variant) if checks.admit and variant.patches else None
+    if refusal is not None:
+        return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
+                           decision=rejected(refusal), measurements=0, launches=[])
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch)
+    if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
+        judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
+    if judged.decision.outcome == Outcome.KEEP:  # after the gate: a wrong answer is not worth a launch
+        _rebench(judged, [*keepers, variant], best + judged.best_launches, launch)
     last = judged.last
     return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
                        decision=judged.decision, measurements=judged.looks,

@@ -43,6 +43,7 @@ class Outcome(str, Enum):
     KEEP_UNSTABLE = "KEEP_UNSTABLE"
     FAILED = "FAILED"
     KILLED_OVERTIME = "KILLED_OVERTIME"
+    REJECTED = "REJECTED"  # a source patch that does not apply to the running best's tree: never launched
 
 
 class Decision(Strict):
@@ -116,6 +117,23 @@ def failed(reason: str) -> Decision:
 def overtime_limit_s(baseline_measuring_s: float) -> float | None:
     """How long a trial's launch may measure (after readiness) before it is stopped; None: no limit."""
     return OVERTIME_FACTOR * baseline_measuring_s if baseline_measuring_s > 0 else None
+
+
+def rejected(reason: str) -> Decision:
+    """`git apply --check` refused the patch; nothing was launched."""
+    return Decision(outcome=Outcome.REJECTED, reason=f"patch does not apply to the running best: {reason}")
+
+
+ACCURACY_REASONS = {"drop": "accuracy_drop", "unavailable": "accuracy_unavailable"}
+
+
+def accuracy_gated(decision: Decision, verdict: str, why: str) -> Decision:
+    """A risky keeper after the accuracy gate: kept on `pass`, else REVERT (the gate fails closed)."""
+    if verdict == "pass":
+        return decision.model_copy(update={"reason": f"{decision.reason}; accuracy gate passed: {why}"})
+    code = ACCURACY_REASONS.get(verdict, "accuracy_unavailable")
+    return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": f"{code}: {why} (won on throughput: "
+                                                                           f"{decision.reason})"})
 
 
 def is_overtime(measuring_s: float, baseline_measuring_s: float) -> bool:

@@ -18,6 +18,8 @@ from hyperloom_assets.core.models import Frozen
 # command line with argparse, so every engine shares them.
 ARGPARSE_ERRORS: tuple[str, ...] = ("unrecognized arguments", "invalid choice")
 GRIDS_DIR = Path(__file__).parent / "grids"
+# Names the package the server's reporter (resources/hosts/engine_origin) watches for.
+ENGINE_PACKAGE_ENV = "HYPERLOOM_ENGINE_PACKAGE"
 
 EvidenceParser = Callable[[str], "dict[str, Any] | None"]
 # (requested args, launch evidence, engine version or None) -> why the cache was off, or None.
@@ -129,6 +131,24 @@ class EngineSpec(Frozen):
     cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
     # Source files a model proposing patches is shown (package-relative), within a size bound.
     source_context: tuple[str, ...] = ()
+
+    def import_root(self, tree: Path) -> Path:
+        """The folder of a checkout that goes first on the server's PYTHONPATH."""
+        return Path(tree) / self.source_import_root
+
+    def tree_env(self, tree: Path, inherited_pythonpath: str | None, reporter_dir: Path) -> dict[str, str]:
+        """The env that makes a server import this engine from `tree`.
+
+        The reporter folder (a sitecustomize that logs where the package came from) goes
+        first so the tree cannot shadow it; the tree's import root next, ahead of
+        site-packages; whatever PYTHONPATH the server inherited stays after them.
+        PYTHONSAFEPATH keeps `python -m` from putting the cwd first, where a checkout of
+        the same package (this project's, for the sim) would win over the tree.
+        """
+        parts = [str(reporter_dir), str(self.import_root(tree))]
+        if inherited_pythonpath:
+            parts.append(inherited_pythonpath)
+        return {"PYTHONPATH": os.pathsep.join(parts), "PYTHONSAFEPATH": "1", ENGINE_PACKAGE_ENV: self.package}
 
     def launcher_flags(self) -> frozenset[str]:
         """Flags the launcher sets for every server: never candidates, never ablated."""

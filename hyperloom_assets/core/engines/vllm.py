@@ -78,6 +78,13 @@ ENGINE = EngineSpec(
         AccuracyRisk(knob="--attention-backend", why="another attention kernel"),
         AccuracyRisk(knob="--optimization-level", why="another compilation level"),
         AccuracyRisk(knob="-O", why="another compilation level"),
+        # Env knobs (no leading dash): their values are the defaults envs.py reads.
+        AccuracyRisk(knob="VLLM_CPU_ATTN_SPLIT_KV", why="CPU attention sums split KV blocks in another order",
+                     safe_values=("1",)),
+        AccuracyRisk(knob="VLLM_ROCM_USE_AITER", why="AITER's kernels in place of the default ones",
+                     safe_values=("0", "False", "false")),
+        AccuracyRisk(knob="VLLM_USE_DEEP_GEMM", why="DeepGEMM's fp8 matmuls in place of the default ones",
+                     safe_values=("1",)),
     ),
     env_prefixes=("VLLM_",),
     boolean_flags=frozenset({

@@ -17,7 +17,8 @@ from hyperloom_assets.core.models import Strict
 # environment_unavailable: the host or its engine could not be had (ssh refused, denied,
 # a host key mismatch, a timeout; a python without the engine). It says nothing about
 # the config, so it is never a failed trial: the run stops with that reason.
-ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off", "environment_unavailable")
+ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off", "environment_unavailable",
+                 "engine_not_from_tree")
 
 
 class ServerSpec(Strict):
@@ -28,6 +29,7 @@ class ServerSpec(Strict):
     unset_env: list[str] = []  # removed from the inherited environment
     python: Path | None = None  # the interpreter that serves; default: this venv's
     startup_timeout_s: float | None = None  # default: the engine's, longer when cold
+    framework_tree: Path | None = None  # serve the engine's code from this checkout, not the venv's
 
 
 class LaunchRecord(Strict):
@@ -40,6 +42,7 @@ class LaunchRecord(Strict):
     ready_s: float
     evidence: dict[str, Any] | None = None  # None: the launch record was unreadable
     engine_version: str | None = None
+    engine_path: str | None = None  # the file the server said its engine package came from
 
     @property
     def argv_text(self) -> str:

@@ -1,9 +1,10 @@
 """The one fingerprint function of the explore ledger (DESIGN.md invariant 1). Pure code.
 
-A fingerprint names a change (args added, args removed, env set, env unset), never a
-variant's name, so a renamed variant is still recognized as already tried. The ledger
-keys fingerprints by a context (target, workload, engine identity, operator's base
-config): the same change in a new context is tried afresh.
+A fingerprint names a change (args added, args removed, env set, env unset, source
+patches by the sha256 of their text), never a variant's or a patch file's name, so a
+renamed variant is still recognized as already tried. The ledger keys fingerprints by
+a context (target, workload, engine identity, operator's base config): the same change
+in a new context is tried afresh.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _argv_pairs(add_args: list[str]) -> list[list[str]]:
 
 
 def fingerprint_change(add_args: list[str], set_env: dict[str, str], remove_args: list[str] | None = None,
-                       unset_env: list[str] | None = None, args_mode: str | None = None) -> str:
+                       unset_env: list[str] | None = None, args_mode: str | None = None,
+                       patches: list[str] | None = None) -> str:
     """SHA-1 of the canonical JSON of a change; the first 16 hex chars."""
     payload: dict[str, object] = {
         "argv": _argv_pairs(add_args),
@@ -43,12 +45,15 @@ def fingerprint_change(add_args: list[str], set_env: dict[str, str], remove_args
         payload["unset_env"] = sorted(unset_env)
     if args_mode:
         payload["args_mode"] = args_mode
+    if patches:  # source patches by the sha256 of their text: a renamed patch is the same change
+        payload["patches"] = sorted(patches)
     return canonical_hash(payload)
 
 
 def variant_fingerprint(variant: Variant) -> str:
     """The fingerprint of a variant's change; its name, reason and score do not count."""
-    return fingerprint_change(variant.add_args, variant.set_env, variant.remove_args, variant.unset_env)
+    return fingerprint_change(variant.add_args, variant.set_env, variant.remove_args, variant.unset_env,
+                              patches=[patch.sha256 for patch in variant.patches])
 
 
 def trial_fingerprint(keepers: list[Variant], variant: Variant) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.planning.planner import PlanEvidence, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines import speaking
+from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.results import BaselineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
@@ -33,10 +34,14 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
 
 
 def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
-                    keepers: list[Variant], tried: set[str]) -> list[Variant]:
+                    keepers: list[Variant], tried: set[str],
+                    tried_patches: frozenset[str] = frozenset()) -> list[Variant]:
     """The plan on top of the stack so far (the first plan when there are no keepers)."""
     evidence = plan_evidence(target, baseline, roofline, achieved)
     flavor = speaking(target.engine, target.server_args).name
+    patches = patch_candidates(target, baseline.launch.engine_version, keepers, tried, tried_patches)
     if not keepers:
-        return plan(target.engine, flavor, target.server_args, target.env, target.workload, evidence, tried)
-    return replan(target.engine, flavor, target.server_args, target.env, keepers, target.workload, evidence, tried)
+        return with_patches(plan(target.engine, flavor, target.server_args, target.env, target.workload, evidence,
+                                 tried), patches)
+    return with_patches(replan(target.engine, flavor, target.server_args, target.env, keepers, target.workload,
+                               evidence, tried), patches)

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from hyperloom_assets.core.engines.registry import all_boolean_flags, all_multi_value_flags
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.patches.patch import SourcePatch
 
 # Flags that never take a value, across every engine (each engine's module lists its
 # own). A flag not listed is read as valued when the next token is not itself a flag,
@@ -129,13 +130,16 @@ class Variant(Strict):
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
+    patches: list[SourcePatch] = []  # source patches on top of the running best's tree, in order
     llm: LlmOrigin | None = None  # set when a model proposed it and the critic approved it
 
     def trial_provenance(self) -> str:
-        """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches) or `llm:<provider>/<model>`."""
+        """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches), `library` (the patch library's) or `llm:<provider>/<model>`."""
         if self.llm is not None:
             return f"llm:{self.llm.provider}/{self.llm.model}"
-        return "operator" if self.provenance == "patch" else "rules"
+        if self.patches:
+            return "library" if any(p.source == "library" for p in self.patches) else "operator"
+        return "rules"
 
     @model_validator(mode="after")
     def _consistent(self) -> Variant:
@@ -283,7 +287,8 @@ def merge_changes(keepers: list[Variant], name: str = "stack") -> Variant:
             if var in unset:
                 unset.remove(var)
     return Variant(name=name, add_args=_join(settings), remove_args=list(removed.values()), set_env=env,
-                   unset_env=unset, provenance="seed_grid", reason="composition of " + ", ".join(k.name for k in keepers))
+                   unset_env=unset, provenance="seed_grid", reason="composition of " + ", ".join(k.name for k in keepers),
+                   patches=[patch for keeper in keepers for patch in keeper.patches])
 
 
 def strip_flags(argv: list[str], flags: frozenset[str], boolean_flags: frozenset[str] = KNOWN_BOOLEAN_FLAGS) -> list[str]:

@@ -16,6 +16,17 @@ from hyperloom_assets.core.report.tables import describe_change
 from hyperloom_assets.core.roofline.roofline import Achieved
 
 
+class SourceTree(Strict):
+    """A tree target: where the served code lives and how to check it out."""
+    operator_tree: str
+    branch: str
+    base_commit: str
+    tree_commit: str  # the stack's: the base commit plus every kept patch
+    patches: list[dict[str, Any]] = []  # accepted_patches' records
+    unserved: list[str] = []  # the operator's uncommitted files, served at HEAD so not served
+    engine_path: str | None = None  # the file the baseline server imported its engine from
+
+
 class ReportInputs(Strict):
     """Everything the report shows, gathered by the `final_report` asset."""
     target: str
@@ -45,6 +56,7 @@ class ReportInputs(Strict):
     environment: dict[str, str]
     warnings: list[str]
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
+    source_tree: SourceTree | None = None
 
 
 def throughput_headline(baseline_tok_s: float, final_tok_s: float) -> str:
@@ -111,14 +123,41 @@ def _commands(r: ReportInputs) -> list[str]:
     def env_prefix(env: dict[str, str]) -> str:
         return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
 
+    checkout = []
+    if r.source_tree is not None:
+        tree = r.source_tree
+        checkout = ["Final source tree (the run's branch; serve it with its import root first on PYTHONPATH):", "",
+                    "```", f"git -C {shlex.quote(tree.operator_tree)} checkout {tree.tree_commit}  # {tree.branch}",
+                    "```", ""]
     return ["## Reproduce", "", "Baseline server:", "", "```", f"{env_prefix(r.baseline_env)} {shlex.join(r.baseline_argv)}".strip(),
-            "```", "", "Final server:", "", "```", f"{env_prefix(r.final_env)} {shlex.join(r.final_argv)}".strip(), "```", ""]
+            "```", "", *checkout, "Final server:", "", "```",
+            f"{env_prefix(r.final_env)} {shlex.join(r.final_argv)}".strip(), "```", ""]
+
+
+def _source_tree(r: ReportInputs) -> list[str]:
+    if r.source_tree is None:
+        return []
+    tree = r.source_tree
+    lines = ["## Source tree", "", f"Served from `{tree.operator_tree}` at `{tree.base_commit}` (the operator's HEAD); "
+             f"the stack's tree is `{tree.tree_commit}` on branch `{tree.branch}`.", ""]
+    if tree.engine_path:
+        lines += [f"The baseline server imported its engine from `{tree.engine_path}`.", ""]
+    if tree.patches:
+        rows = [(p["name"], p["source"], p["commit"][:12], ", ".join(p["files"]),
+                 "-" if p["gain_pct"] is None else f"{p['gain_pct']:+.2f}%") for p in tree.patches]
+        lines += [table(["accepted patch", "source", "commit", "files", "gain"], rows), ""]
+    else:
+        lines += ["No source patch was kept.", ""]
+    if tree.unserved:
+        lines += ["Uncommitted changes in the checkout were not served (the run serves HEAD): "
+                  + ", ".join(f"`{name}`" for name in tree.unserved), ""]
+    return lines
 
 
 def render_markdown(r: ReportInputs) -> str:
     lines = _headline(r) + _roofline(r)
     lines += ["## Trials", "", trials_markdown(r.trials) if r.trials else "(no trials)", ""]
-    lines += _stack(r) + _release(r) + _sweep(r) + _commands(r)
+    lines += _stack(r) + _source_tree(r) + _release(r) + _sweep(r) + _commands(r)
     lines += ["## Launch evidence", "", "```json", json.dumps(r.launch_evidence, indent=2, sort_keys=True), "```", ""]
     lines += ["## Environment", "", table(["what", "value"], sorted(r.environment.items())), ""]
     lines += ["## Warnings", ""] + ([f"- {w}" for w in r.warnings] or ["(none)"]) + [""]

