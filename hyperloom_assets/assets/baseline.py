@@ -122,6 +122,8 @@ def baseline_metadata(result: BaselineResult) -> dict:
     )
     if m.theoretical_prefix_hit_pct is not None:
         metadata["theoretical_prefix_hit_pct"] = rounded(float(m.theoretical_prefix_hit_pct), "%")
+    if m.telemetry is not None:  # the engine's own /metrics over the measured rounds
+        metadata["telemetry"] = dg.MetadataValue.json(m.telemetry.model_dump(mode="json"))
     return metadata
 
 

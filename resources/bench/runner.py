@@ -34,6 +34,7 @@ from hyperloom_assets.core.measurement.workloads import (
 )
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.monitor import ClientLoad, LoadMonitor
+from hyperloom_assets.resources.bench.telemetry import TelemetryScraper
 from hyperloom_assets.resources.bench.stream import (
     DEFAULT_SOCK_READ_TIMEOUT_S,
     completions_url,
@@ -139,6 +140,8 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
             _write_records(records_dir, "warmup", records)
             if not any(r.ok for r in records):
                 raise BenchRunError(f"every warm-up request failed against {url}: {_first_error(records)}")
+        scraper = TelemetryScraper(session, base_url)
+        await scraper.start()
         for index, plan in enumerate(plans, start=1):
             records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
                                                       workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"))
@@ -148,6 +151,7 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
                 raise BenchRunError(f"every request of repeat {index} failed against {url}: {_first_error(records)}")
             rounds.append(metrics)
             loads.append(load)
+        telemetry = await scraper.stop()
     if records_dir is not None:
         (records_dir / "client-load.json").write_text(json.dumps([load.model_dump() for load in loads], indent=1))
     return summarize(
@@ -155,7 +159,7 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         client_saturated=any(load.saturated for load in loads), source="hyperloom",
         client_loop_lag_p99_ms=max(load.loop_lag_p99_ms for load in loads),
-        client_cpu_pct=max(load.cpu_pct for load in loads),
+        client_cpu_pct=max(load.cpu_pct for load in loads), telemetry=telemetry,
     )
 
 

@@ -163,3 +163,10 @@ def test_slo_goodput_and_resource_delegation(echo_server):
     workload = Workload(kind="random", isl=8, osl=4, concurrency=2, num_prompts=4, slo=Slo(ttft_ms=5))
     m = BenchmarkClient().measure(url, "echo", workload, 100, repeats=1, warmups=0)
     assert m.goodput == 0.0  # every TTFT is over 30 ms, the SLO asks 5
+
+
+def test_a_server_without_a_metrics_page_measures_without_telemetry(echo_server, tmp_path):
+    base_url = echo_server()
+    workload = Workload(kind="random", isl=32, osl=8, concurrency=4, num_prompts=8)
+    measured = measure(base_url, "echo", workload, vocab_size=1000, repeats=1)
+    assert measured.completed == 8 and measured.telemetry is None

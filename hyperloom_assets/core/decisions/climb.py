@@ -28,6 +28,7 @@ from hyperloom_assets.core.decisions.rule import (
     killed_overtime,
 )
 from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval, repeats_of
+from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
@@ -45,6 +46,7 @@ class TrialMeasurement(Strict):
     error: str | None = None
     argv: list[str] = []
     env: dict[str, str] = {}
+    telemetry: Telemetry | None = None  # the engine's /metrics over the measured rounds
 
 
 class TrialRecord(Strict):
@@ -63,6 +65,7 @@ class TrialRecord(Strict):
     argv: list[str] = []
     env: dict[str, str] = {}
     replayed: bool = False  # taken from the ledger, not measured in this execution
+    telemetry: Telemetry | None = None  # the variant's last launch, as the engine reported it
 
     @property
     def outcome(self) -> str:
@@ -249,4 +252,4 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
                        decision=judged.decision, measurements=judged.looks,
                        launches=judged.launches, best_launches=judged.best_launches, measurement_ids=judged.ids,
                        best_measurement_ids=judged.best_ids, error_class=last.error_class, argv=last.argv,
-                       env=last.env)
+                       env=last.env, telemetry=last.telemetry)

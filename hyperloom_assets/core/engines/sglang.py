@@ -19,6 +19,8 @@ from hyperloom_assets.core.engines.spec import (
     Distribution,
     EngineSpec,
     Entry,
+    MetricNames,
+    Series,
     Startup,
     home_of,
 )
@@ -29,6 +31,23 @@ def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, ve
     if evidence is not None and evidence.get("disable_radix_cache") is True:
         return "server_args: disable_radix_cache=True"
     return None
+
+
+# sglang/srt/observability/metrics_collector.py (SchedulerMetricsCollector,
+# TokenizerMetricsCollector) in 0.5.23, served with `--enable-metrics`. Cached tokens are
+# counted under `cache_source` device/host/storage, or `total` without the breakdown, so
+# every label is summed. Forward time by batch kind (`category` is the ForwardMode's
+# name) is only counted with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 in the server's env.
+METRICS = MetricNames(
+    kv_usage_pct=Series(name="sglang:token_usage", scale=100.0, combine="max"),
+    preemptions=Series(name="sglang:num_retracted_requests_total"),
+    running=Series(name="sglang:num_running_reqs"),
+    waiting=Series(name="sglang:num_queue_reqs"),
+    prefix_queries=Series(name="sglang:prompt_tokens_total"),
+    prefix_hits=Series(name="sglang:cached_tokens_total"),
+    prefill_s=Series(name="sglang:forward_execution_seconds_total", labels=(("category", "extend"),)),
+    decode_s=Series(name="sglang:forward_execution_seconds_total", labels=(("category", "decode"),)),
+)
 
 
 def jit_cache_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -43,6 +62,8 @@ ENGINE = EngineSpec(
     model_flag="--model-path",
     launcher_aliases=("--model",),
     port_flag="--port",
+    # SGLang serves /metrics only when asked: the measurement protocol scrapes it (step 7).
+    serve_flags=("--host", "127.0.0.1", "--enable-metrics"),
     console_commands=(("sglang", "serve"),),  # 0.5.23's recommended entry; `-m sglang.launch_server` still works
     distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
     release_distribution="sglang",
@@ -74,4 +95,5 @@ ENGINE = EngineSpec(
     multi_value_flags=frozenset({"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-bs-prefill"}),
     sequence_cap_key="max_running_requests",
     grid="sglang.yaml",
+    metrics=METRICS,
 )

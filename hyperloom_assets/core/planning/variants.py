@@ -118,6 +118,8 @@ class Variant(Strict):
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
+    rule: str | None = None  # the planner's rule that scored it (planning/rules.yaml)
+    diagnosis: str | None = None  # the bottleneck the planner diagnosed when it proposed it
 
     @model_validator(mode="after")
     def _consistent(self) -> Variant:
