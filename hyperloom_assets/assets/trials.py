@@ -51,11 +51,13 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
               first_plan: list[Variant]) -> TrialsResult:
     name = context.partition_key
     key = baseline.context_key
+    history: list[TrialRecord] = []  # the trials so far: the planner's evidence after each keeper
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
             return first_plan
-        return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried)
+        return plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried,
+                               history=history)
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review
@@ -71,7 +73,8 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         except ServerError as exc:
             return TrialMeasurement(error_class=exc.error_class, error=str(exc), argv=exc.argv, env=spec.env)
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,
-                                measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env)
+                                measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
+                                telemetry=measured.measurement.telemetry)
 
     def recall(fingerprint: str) -> TrialRecord | None:
         for row in store.trials(key):
@@ -91,10 +94,13 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                            run_id=context.run.run_id)
 
     def on_trial(record: TrialRecord) -> None:
+        history.append(record)
         context.log.info("trial %d %s: %s (%s)", record.index, record.name, record.outcome, record.decision.reason)
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
             "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
+            "provenance": record.variant.provenance, "rule": record.variant.rule or "",
+            "diagnosis": record.variant.diagnosis or "", "plan_reason": record.variant.reason,
             "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
         }))
 

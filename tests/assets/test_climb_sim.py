@@ -45,6 +45,7 @@ def test_a_crash_is_failed_the_next_runs_a_worse_one_reverts(tmp_path, host, sto
     trials = result.climb.trials
     assert [(t.name, t.outcome) for t in trials] == [("crash", "FAILED"), ("worse", "REVERT"), ("cap", "KEEP")]
     assert trials[0].error_class == "argv_invalid"
+    assert trials[0].telemetry is None and all(t.telemetry.engine == "vllm" for t in trials[1:]), "sim-serve's /metrics"
     assert [k.name for k in result.climb.keepers] == ["cap"]
     assert len(events) == 3, "each trial is an event of its own"
     assert [row["outcome"] for row in store.trials(baseline.context_key)] == ["FAILED", "REVERT", "KEEP"]

@@ -9,6 +9,8 @@ from hyperloom_assets.core.planning.fingerprints import trial_fingerprint, varia
 from hyperloom_assets.core.planning.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines.registry import engine_flags_for
 from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
+from hyperloom_assets.core.measurement.telemetry import Telemetry
+from hyperloom_assets.core.planning.rules import shipped_rules
 from hyperloom_assets.core.planning.seed_grids import load_grids
 from hyperloom_assets.core.planning.variants import Variant, apply_variant, setting_key, split_args
 
@@ -156,12 +158,18 @@ def test_fp8_kv_scores_when_memory_bound_with_kv_pressure_and_risky_scores_lower
     def fp8(evidence: PlanEvidence) -> Variant:
         return by_name(plan("vllm", None, [], {}, RANDOM_16, evidence, set(), grids=GRIDS))["fp8-kv"]
 
-    pressured = fp8(PlanEvidence(binding="memory", preemptions=3))
+    preempting = Telemetry(engine="vllm", scrapes=3, preemptions=3, kv_usage_pct_max=100.0, running_mean=20.0,
+                           waiting_mean=12.0)
+    starved = fp8(PlanEvidence(binding="memory", telemetry=preempting))
+    near_roofline = fp8(PlanEvidence(binding="memory", achieved_pct=85.0))
     plain = fp8(PlanEvidence(binding="compute"))
-    assert rule_of(pressured) == "fp8_kv_pressure" and rule_of(plain) == "fp8_kv_other"
-    assert pressured.expected_value > plain.expected_value
-    assert pressured.expected_value == RULES["fp8_kv_pressure"].score * 0.5
-    assert pressured.accuracy_risky
+    assert rule_of(starved) == "fp8_kv_capacity" and starved.diagnosis == "kv_capacity"
+    assert rule_of(near_roofline) == "fp8_kv_pressure" and near_roofline.diagnosis == "memory_bandwidth"
+    assert rule_of(plain) == "fp8_kv_other"
+    assert starved.expected_value > near_roofline.expected_value > plain.expected_value
+    boost = shipped_rules().diagnoses["kv_capacity"].boosts["fp8_kv"]
+    assert starved.expected_value == (RULES["fp8_kv_capacity"].score + boost) * 0.5
+    assert starved.accuracy_risky
 
 
 def test_atom_gates_by_model_class():
