@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, TrialRecord, climb, launched_changes
+from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
+from hyperloom_assets.core.engines.registry import engine_for, speaking
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -27,6 +29,7 @@ from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.sim.engine_args import split_harness_args
 
 
 def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
@@ -40,6 +43,7 @@ def build_trials_asset(partitions: dg.PartitionsDefinition, pool: str):
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
+            "launch_noise_history_dof": result.launch_noise_dof,
             "best_gain_pct": rounded(result.climb.best_gain_pct(), "%"),
             "trials": table_value(trials_table(result.climb.trials)),
         })
@@ -106,6 +110,22 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
+    noise_key = target_noise_key(target, baseline)
+    prior = prior_from(store.launch_noise_history(noise_key, HISTORY_MAX_AGE))
+    context.log.info("launch noise from earlier runs: %s", f"{prior.dof} degrees of freedom, sd "
+                     f"{100 * prior.variance ** 0.5:.1f}%" if prior else "none (first looks cannot decide)")
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   recall, remember, on_trial)
-    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key)
+                   recall, remember, on_trial, prior=prior)
+    store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
+                              launch_means=launch_means(result.evidence))
+    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
+                        launch_noise_dof=prior.dof if prior else 0)
+
+
+def target_noise_key(target, baseline: BaselineResult) -> str:
+    """Host, engine and its identity, model; a sim's harness flags too (its noise is one of them)."""
+    identity = baseline.framework_version
+    if engine_for(target.engine).simulated:
+        harness, _ = split_harness_args(target.server_args, speaking(target.engine, target.server_args).name)
+        identity += " " + " ".join(f"{k}={v}" for k, v in sorted(harness.items()))
+    return launch_noise_key(target.host, target.engine, identity, str(target.model))

@@ -41,6 +41,7 @@ class TrialsResult(Strict):
     climb: ClimbResult
     baseline_mean: float
     context_key: str
+    launch_noise_dof: int = 0  # degrees of freedom of the launch noise pooled from earlier runs (0: none)
 
 
 class StackResult(Strict):

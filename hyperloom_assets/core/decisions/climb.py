@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 
 from hyperloom_assets.core.decisions.rule import (
-    MAX_MEASUREMENTS,
     Decision,
     Outcome,
     decide_stack,
@@ -26,8 +25,9 @@ from hyperloom_assets.core.decisions.rule import (
     failed,
     is_overtime,
     killed_overtime,
+    max_looks,
 )
-from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval, repeats_of
+from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval, repeats_of
 from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
@@ -133,15 +133,15 @@ class _Judged(Strict):
 
 
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
-           baseline_measuring_s: float, measure: MeasureFn) -> _Judged:
-    """Measure until decided: NEEDS_REVIEW is measured again, at most MAX_MEASUREMENTS times.
+           baseline_measuring_s: float, measure: MeasureFn, prior: LaunchNoise | None = None) -> _Judged:
+    """Measure until decided: NEEDS_REVIEW is measured again, at most max_looks(prior) times.
 
     From the second look on, the running best is re-launched first whenever it has no
     more launches than the variant, so both sides carry launch noise and time drift alike.
     """
     judged = _Judged(decision=failed("not measured"), last=TrialMeasurement())
-    tests = MAX_MEASUREMENTS  # looks that can keep; a look without an interval is not one
-    for look in range(1, MAX_MEASUREMENTS + 1):
+    tests = max_looks(prior)  # looks that can keep; a look without an interval is not one
+    for look in range(1, max_looks(prior) + 1):
         if look > 1 and len(best) + len(judged.best_launches) <= len(judged.launches):
             again = measure(keepers, None)
             judged.best_ids += [again.measurement_id] if again.measurement_id is not None else []
@@ -161,7 +161,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
             judged.decision = killed_overtime(result.measuring_s, baseline_measuring_s)
             return judged
         judged.decision = decide_trial(judged.launches, best + judged.best_launches, others, measurements=look,
-                                       tests=tests)
+                                       tests=tests, prior=prior)
         if judged.decision.outcome != Outcome.NEEDS_REVIEW:
             break
         if judged.decision.ci_low_pct is None:
@@ -201,8 +201,10 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> str 
 
 
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
-          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None) -> ClimbResult:
-    """`baseline` is the baseline's per-repeat throughputs: its one launch."""
+          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None,
+          prior: LaunchNoise | None = None) -> ClimbResult:
+    """`baseline` is the baseline's per-repeat throughputs: its one launch; `prior` the launch
+    noise of earlier runs of the same host, engine and model (decisions/history.py)."""
     keepers: list[Variant] = []
     evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
     best_key = BASELINE
@@ -229,7 +231,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
         else:
             others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, measure)
+                                    baseline_measuring_s, measure, prior)
             remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
         if record.launches:
@@ -244,8 +246,9 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
-                   others: list[Launches], baseline_measuring_s: float, measure: MeasureFn) -> TrialRecord:
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, measure)
+                   others: list[Launches], baseline_measuring_s: float, measure: MeasureFn,
+                   prior: LaunchNoise | None = None) -> TrialRecord:
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, measure, prior)
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
     last = judged.last
     return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
