@@ -57,9 +57,13 @@ def test_a_kv_bound_baseline_tries_kv_capacity_before_any_sequence_cap() -> None
     kv = [names.index(next(n for n in names if n.startswith(family))) for family in KV_FAMILY]
     caps = [i for i, n in enumerate(names) if n.startswith("max-num-seqs")]
     assert caps and max(kv) < min(caps), names
-    assert names[0] == "drop --no-enable-prefix-caching", "a shared prefix served with the cache off"
+    singles = [v for v in variants if v.provenance != "combined"]
+    assert singles[0].name == "drop --no-enable-prefix-caching", "a shared prefix served with the cache off"
     assert all(v.diagnosis == "kv_capacity" for v in variants)
-    assert "diagnosis kv_capacity: KV cache 100% full" in variants[0].reason and variants[0].rule == "prefix_cache"
+    assert "diagnosis kv_capacity: KV cache 100% full" in singles[0].reason and singles[0].rule == "prefix_cache"
+    joint = variants[0]
+    assert joint.provenance == "combined" and joint.name.startswith("combined: drop --no-enable-prefix-caching + ")
+    assert "--max-num-seqs" not in joint.add_args, "a knob that does not act on KV capacity stays out"
 
 
 def test_a_knob_shown_inert_is_not_retried_until_the_diagnosis_changes() -> None:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.planning.combine import combined
 from hyperloom_assets.core.planning.diagnosis import NEAR_ROOFLINE_PCT, Diagnosis, PlanEvidence, diagnose
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.rules import shipped_rules
@@ -34,6 +35,7 @@ from hyperloom_assets.core.planning.variants import (
     canonical_flag,
     compose,
     effective_settings,
+    knob_of,
     setting_key,
     split_args,
 )
@@ -273,11 +275,6 @@ class Tried(NamedTuple):
     gain_pct: float | None
 
 
-def knob_of(variant: Variant) -> frozenset[str]:
-    """The settings a variant touches: every value of one ladder is the same knob."""
-    return frozenset(_touched_keys(variant) | set(variant.set_env) | set(variant.unset_env))
-
-
 def inert_knobs(history: Sequence[Tried], bottleneck: str) -> set[frozenset[str]]:
     """Knobs a trial under this same diagnosis reverted without moving throughput."""
     return {knob_of(t.variant) for t in history
@@ -339,8 +336,10 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     candidates = [scored(p, base) for p in proposals
                   if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)]
     candidates.sort(key=lambda v: (-v.expected_value, v.provenance != "seed_grid", _natural(v.name)))
+    refused = [t.variant for t in history if t.variant.provenance == "combined" and t.outcome == "FAILED"]
+    joint = combined(candidates, shipped_rules().combine, frozenset(protected), refused)
     result, seen = [], set(tried_fingerprints)
-    for variant in candidates:
+    for variant in ([joint] if joint else []) + candidates:
         fingerprint = trial_fingerprint(keepers, variant)
         if fingerprint not in seen:
             seen.add(fingerprint)

@@ -40,15 +40,25 @@ class DiagnosisRules(Frozen):
         return self
 
 
+class CombineRules(Frozen):
+    """When the plan also offers several knobs' best values as one variant (planning/combine.py)."""
+    min_score: float  # a knob joins when its best value scores at least this
+    min_knobs: int = 2
+    max_knobs: int = 6
+
+
 class RuleTable(Frozen):
     rules: dict[str, Rule]
     diagnoses: dict[str, DiagnosisRules]
+    combine: CombineRules
 
     @model_validator(mode="after")
     def _every_diagnosis(self) -> RuleTable:
         expected = set(get_args(Bottleneck))
         if set(self.diagnoses) != expected:
             raise ValueError(f"diagnoses must be exactly {sorted(expected)}, got {sorted(self.diagnoses)}")
+        if "combined" not in self.rules:
+            raise ValueError("rules must hold `combined`, the rule of the variant that moves several knobs at once")
         return self
 
 
