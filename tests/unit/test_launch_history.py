@@ -53,8 +53,17 @@ def test_with_history_a_clear_gain_is_kept_on_its_first_launch() -> None:
 
 def test_with_history_a_trial_may_look_more_often() -> None:
     assert MAX_MEASUREMENTS_WITH_HISTORY > MAX_MEASUREMENTS
-    looks = decide_trial([[101.5]] * 3, [[100.0]] * 3, measurements=3, prior=LaunchNoise(variance=0.05 ** 2, dof=30))
+    prior = LaunchNoise(variance=0.05 ** 2, dof=30)
+    looks = decide_trial([[103.0]] * 3, [[100.0]] * 3, measurements=3, prior=prior)
     assert looks.outcome.value == "NEEDS_REVIEW" and f"3 of {MAX_MEASUREMENTS_WITH_HISTORY}" in looks.reason
+
+
+def test_with_history_a_small_gain_stops_before_it_spends_every_look() -> None:
+    prior = LaunchNoise(variance=0.05 ** 2, dof=30)
+    first = decide_trial([[101.5]], [[100.0]], measurements=1, prior=prior)
+    assert first.outcome.value == "NEEDS_REVIEW", "one look: a gain over MIN_GAIN_PCT may still grow"
+    third = decide_trial([[101.5]] * 3, [[100.0]] * 3, measurements=3, prior=prior)
+    assert third.outcome.value == "REVERT" and "under 2% after 3 measurements" in third.reason
 
 
 def test_the_store_keeps_launch_means_by_key_and_forgets_old_ones(tmp_path) -> None:

@@ -37,6 +37,10 @@ TRIAL_CONFIDENCE = 0.95  # over all of a trial's looks together
 # kept at 5% launch sd.
 MAX_MEASUREMENTS_WITH_HISTORY = 12
 HISTORY_LOOK_CONFIDENCE = 0.994
+# With history a look past the first must also show a gain of MIN_GAIN_PCT plus this much
+# per earlier look, or the trial stops (REVERT): a gain of a percent or two would
+# otherwise spend all its looks, each with the best relaunched beside it.
+FUTILITY_STEP_PCT = 0.5
 VALIDATION_CONFIDENCE = 0.95  # the stack's validated gain is one look
 OVERTIME_FACTOR = 2.0  # measuring past this multiple of the baseline's is KILLED_OVERTIME
 
@@ -94,6 +98,10 @@ def decide_trial(variant: Launches, best: Launches, others: Sequence[Launches] =
         return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% is under {MIN_GAIN_PCT}%", **numbers)
     if low > 0:
         return Decision(outcome=Outcome.KEEP, reason=f"gain {gain:+.2f}%, {interval} excludes zero", **numbers)
+    floor = MIN_GAIN_PCT + (FUTILITY_STEP_PCT * (measurements - 1) if prior is not None else 0.0)
+    if gain < floor:
+        return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% is under {floor:g}% after "
+                        f"{measurements} measurements: too small to show within {looks}", **numbers)
     if measurements >= looks:
         return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% but {interval} still includes zero "
                         f"after {measurements} measurements", **numbers)
