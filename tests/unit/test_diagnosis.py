@@ -104,3 +104,15 @@ def test_a_bad_rule_table_names_its_file_and_key(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump(raw))
     with pytest.raises(RulesError, match="diagnoses must be exactly"):
         load_rules(bad)
+
+
+def test_under_a_diagnosis_only_the_knobs_that_act_on_it_are_combined() -> None:
+    # The cap (48) is below the concurrency (64), so raising it scores well even while KV
+    # binds; it still stays out of the combination, and so do chunked prefill and the budget.
+    operator = ["--no-enable-prefix-caching", "--max-model-len", "4096", "--max-num-seqs", "48"]
+    variants = plan("vllm", None, operator, {}, SHARED, PlanEvidence(telemetry=FULL, prefix_share=0.75), set(), grids=GRIDS)
+    joint = variants[0]
+    assert joint.provenance == "combined", [v.name for v in variants]
+    parts = joint.name.removeprefix("combined: ").split(" + ")
+    assert parts and all(part.startswith(KV_FAMILY) for part in parts), parts
+    assert any(v.name.startswith("max-num-seqs=") and v.expected_value >= 0 for v in variants), "the cap raise is strong"

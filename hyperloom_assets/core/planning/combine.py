@@ -1,9 +1,11 @@
 """One variant that moves several knobs at once: the plan's best value of each knob, together. Pure code.
 
 Trying one knob at a time costs a launch (often three, before the launch noise is
-known) per knob, and a poor config is poor in several knobs at once. When the plan holds
-several knobs whose best value scores at least the table's `combine.min_score`, their
-best values are also offered together, first: one trial takes them all, and the climb
+known) per knob, and a poor config is poor in several knobs at once. When the diagnosis
+names several knobs that act on the bottleneck (a positive boost in rules.yaml), their
+best values are also offered together, first; under a diagnosis that names fewer, every
+knob whose best value scores at least the table's `combine.min_score` joins
+(planner._joint picks which): one trial takes them all, and the climb
 keeps the combination only if it beats the running best by more than the noise, as for
 any variant. The knobs are distinct, so no value overrides another; what the
 combination got wrong is left to the next plan, which proposes every knob's other

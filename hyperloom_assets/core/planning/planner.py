@@ -309,6 +309,16 @@ def _admissible(variant: Variant, base: Base, harness: set[str], accepted_flags:
     return not _flips_operator_boolean(variant, operator_args, booleans) and _changes(base, variant)
 
 
+def _joint(ranked: list[tuple[str, Variant]], base: Base, history: Sequence[Tried], held: frozenset[str]) -> Variant | None:
+    """The combined variant: of the knobs the diagnosis names when it names several, else of every strong knob."""
+    rules = shipped_rules()
+    boosts = rules.diagnoses[base.diagnosis.bottleneck].boosts
+    acting = [variant for family, variant in ranked if boosts.get(family, 0.0) > 0]
+    pool = acting if len({knob_of(v) for v in acting}) >= rules.combine.min_knobs else [v for _, v in ranked]
+    refused = [t.variant for t in history if t.variant.provenance == "combined" and t.outcome == "FAILED"]
+    return combined(pool, rules.combine, held, refused)
+
+
 def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[str, str], workload: Workload,
          evidence: PlanEvidence, tried_fingerprints: set[str], *, keepers: list[Variant] | None = None,
          operator_args: list[str] | None = None, operator_env: dict[str, str] | None = None,
@@ -333,11 +343,11 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     inert = inert_knobs(history, base.diagnosis.bottleneck)
     protected = harness | set().union(*(_touched_keys(k) for k in keepers)) | {v for k in keepers for v in [*k.set_env, *k.unset_env]}
     proposals = seed_proposals(base) + ablation_proposals(base, operator_args, operator_env, protected)
-    candidates = [scored(p, base) for p in proposals
-                  if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)]
-    candidates.sort(key=lambda v: (-v.expected_value, v.provenance != "seed_grid", _natural(v.name)))
-    refused = [t.variant for t in history if t.variant.provenance == "combined" and t.outcome == "FAILED"]
-    joint = combined(candidates, shipped_rules().combine, frozenset(protected), refused)
+    pairs = [(p.family, scored(p, base)) for p in proposals
+             if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)]
+    pairs.sort(key=lambda pair: (-pair[1].expected_value, pair[1].provenance != "seed_grid", _natural(pair[1].name)))
+    candidates = [variant for _, variant in pairs]
+    joint = _joint(pairs, base, history, frozenset(protected))
     result, seen = [], set(tried_fingerprints)
     for variant in ([joint] if joint else []) + candidates:
         fingerprint = trial_fingerprint(keepers, variant)
