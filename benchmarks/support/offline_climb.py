@@ -29,6 +29,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
+from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.measurement.workloads import build_plan, default_warmups
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target
@@ -146,11 +147,13 @@ def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> tuple[Roofl
 
 
 def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher | None = None,
-                      admits: Admits | None = None, history: list[TrialRecord] | None = None) -> OfflineClimb:
+                      admits: Admits | None = None, history: list[TrialRecord] | None = None,
+                      prior: LaunchNoise | None = None) -> OfflineClimb:
     """The trials asset's climb with predictions for launches; each launch gets its own seed.
 
     `launcher` replaces the noisy prediction, `admits` narrows every plan to a space, and
-    `history` (appended to as trials finish) outlives a launcher that stops the climb.
+    `history` (appended to as trials finish) outlives a launcher that stops the climb;
+    `prior` is the launch noise earlier runs left (decisions/history.py).
     """
     target = scenario.target()
     seeds = itertools.count(seed * 10_000 + 1)
@@ -169,7 +172,8 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     ledger: dict[str, TrialRecord] = {}
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record), history.append)
+                   ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record), history.append,
+                   prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
                         launches=1 + sum(t.launch_count for t in result.trials),
