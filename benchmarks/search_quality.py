@@ -60,7 +60,7 @@ def scenarios(synthetic: Path) -> list[SimScenario]:
         # three quarters of their tokens, served with the prefix cache off and memory held back.
         SimScenario(name="heldout-qwen32b-h100-shared-prefix", model=MODELS / "qwen2.5-32b", gpu="H100",
                     server_args=["--no-enable-prefix-caching", "--max-model-len", "4096", "--max-num-seqs", "48",
-                                 "--gpu-memory-utilization", "0.85"],
+                                 "--gpu-memory-utilization", "0.88"],
                     workload=Workload(kind="shared_prefix", isl=2048, prefix_len=1536, osl=256, concurrency=64,
                                       num_prompts=192)),
         # A small model with a tight cap, a small budget, no CUDA graphs and memory held back.
@@ -168,7 +168,11 @@ def main() -> int:
     noise = Noise(launch_sd=args.launch_sd, repeat_sd=args.repeat_sd)
     started = time.monotonic()
     chosen = [s for s in scenarios(synthetic_trace_file()) if not args.only or args.only in s.name]
-    rows = [run_scenario(s, noise, args.seeds, args.workers) for s in chosen]
+    rows = []
+    for scenario in chosen:
+        rows.append(run_scenario(scenario, noise, args.seeds, args.workers))
+        print(f"{scenario.name}: {rows[-1]['points']} points, grid {rows[-1]['grid_s']} s, "
+              f"search {rows[-1]['search_s']} s", flush=True)
     print_table(rows)
     for name in (PLANNER, "planner"):
         misses = [(r["scenario"], b) for r in rows for b in BUDGETS if b <= AHEAD_UP_TO and not r["ahead_of_tpe"][name][b]]
