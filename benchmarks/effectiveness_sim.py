@@ -24,11 +24,9 @@ Run: .venv/bin/python benchmarks/effectiveness_sim.py [--only NAME] [--workers 2
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,22 +34,11 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import OfflineClimb, SimScenario, run_offline_climb, true_throughput  # noqa: E402
 from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.sim_grid import exhaustive_grid, grid_families, grid_points  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
+from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
 from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace  # noqa: E402
-from hyperloom_assets.core.planning.planner import (  # noqa: E402
-    Base,
-    PlanEvidence,
-    ablation_proposals,
-    current_value,
-    effective_sequence_cap,
-    seed_proposals,
-)
-from hyperloom_assets.core.engines.registry import grid_engine, harness_flags_for  # noqa: E402
-from hyperloom_assets.core.planning.seed_grids import load_grids  # noqa: E402
-from hyperloom_assets.core.planning.variants import Variant, compose, setting_key, split_args, strip_flags  # noqa: E402
-from hyperloom_assets.core.roofline.gpus import gpu_spec  # noqa: E402
-from hyperloom_assets.sim.engine_args import resolve_config  # noqa: E402
-from hyperloom_assets.sim.predict import SimArgError, parse_engine_args  # noqa: E402
+from hyperloom_assets.core.planning.variants import strip_flags  # noqa: E402
 
 SHARE_TARGET = 0.95
 LAUNCH_RATIO_TARGET = 0.25
@@ -92,70 +79,6 @@ def scenarios(synthetic_trace: Path) -> list[SimScenario]:
                     server_args=["--max-num-seqs", "4", "--block-size", "64", "--max-num-batched-tokens", "512"],
                     workload=Workload(kind="agentic", trace=synthetic_trace, concurrency=16)),
     ]
-
-
-def _touched(variant: Variant) -> str:
-    keys = {setting_key(s.flag) for s in split_args(variant.add_args) if s.flag}
-    keys |= {setting_key(f) for f in variant.remove_args} | set(variant.set_env) | set(variant.unset_env)
-    return ",".join(sorted(keys))
-
-
-def _accepted(scenario: SimScenario, argv: list[str]) -> bool:
-    try:
-        parse_engine_args(scenario.model, argv, scenario.flavor)
-    except SimArgError:
-        return False
-    return True
-
-
-def grid_families(scenario: SimScenario, evidence: PlanEvidence) -> tuple[dict[str, list[Variant]], list[str]]:
-    """Knob -> its alternatives (every value the grid family offers, every ablation); and the refused ones."""
-    target = scenario.target()
-    grid = load_grids()[grid_engine("sim", scenario.flavor)]
-    args, workload = target.server_args, scenario.workload
-    budget = current_value(grid, args, grid.token_budget_flag, evidence.host) if grid.token_budget_flag else None
-    base = Base(grid, args, {}, evidence, workload.concurrency, workload.isl, effective_sequence_cap(grid, args, evidence),
-                int(budget) if budget and budget.isdigit() else None)
-    harness = {setting_key(f) for f in harness_flags_for("sim")}
-    # Ablations first: where a drop and a counter-flag resolve to the same engine config,
-    # the grid keeps (and prints) the drop.
-    proposals = ablation_proposals(base, args, {}, harness) + seed_proposals(base)
-    families: dict[str, list[Variant]] = {}
-    refused = []
-    for proposal in proposals:
-        variant = proposal.variant
-        if not _accepted(scenario, compose(args, {}, [variant]).argv):
-            refused.append(variant.name)
-            continue
-        families.setdefault(_touched(variant), []).append(variant)
-    return families, refused
-
-
-def grid_points(scenario: SimScenario, families: dict[str, list[Variant]]) -> list[list[str]]:
-    """Every combination (leaving a knob alone included), one per distinct engine configuration."""
-    args = scenario.target().server_args
-    memory = gpu_spec(scenario.gpu).memory_gb
-    seen, points = set(), []
-    for combo in itertools.product(*[[None, *options] for options in families.values()]):
-        argv = compose(args, {}, [v for v in combo if v is not None], harness_flags_for("sim")).argv
-        key = resolve_config(parse_engine_args(scenario.model, argv, scenario.flavor), scenario.flavor, memory)
-        if key.model_dump_json() not in seen:
-            seen.add(key.model_dump_json())
-            points.append(argv)
-    return points
-
-
-def _point_throughput(job: tuple[str, list[str]]) -> float | None:
-    scenario_json, argv = job
-    return true_throughput(SimScenario.model_validate_json(scenario_json), argv)
-
-
-def exhaustive_grid(scenario: SimScenario, points: list[list[str]], workers: int) -> list[float | None]:
-    jobs = [(scenario.model_dump_json(), argv) for argv in points]
-    if workers <= 1:
-        return [_point_throughput(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_point_throughput, jobs, chunksize=4))
 
 
 def _engine_args(argv: list[str]) -> list[str]:

@@ -32,7 +32,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   "$PY" -m pip install --quiet --upgrade "pip>=24"
   # torch==2.13.0 first, so pip takes the local CPU wheel and never a CUDA build.
   "$PY" -m pip install --quiet -c constraints.txt "torch==2.13.0"
-  "$PY" -m pip install --quiet -c constraints.txt -e ".[cpu]"
+  "$PY" -m pip install --quiet -c constraints.txt -e ".[cpu,bench]"
   echo "$want" > "$STAMP"
 fi
 # vLLM's CPU wheel pulls torchvision, torchaudio and torchcodec builds that break

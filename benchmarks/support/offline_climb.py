@@ -12,6 +12,7 @@ sim's noise-free ground truth.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +29,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
+from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.measurement.workloads import build_plan, default_warmups
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target
@@ -92,16 +94,23 @@ def noisy_prediction(scenario: SimScenario, args: list[str], seed: int) -> Measu
                    seed=seed, noise_pct=scenario.noise_pct, repeats=scenario.repeats)
 
 
-def measure_once(scenario: SimScenario, args: list[str], seed: int) -> TrialMeasurement:
+# One launch of a config: (scenario, argv, the launch's seed) -> what it measured; raises
+# SimArgError or SimConfigError where the engine refuses the args, as predict() does.
+Launcher = Callable[[SimScenario, list[str], int], Measurement]
+# Whether the climb may try a variant on top of its keepers (a benchmark's space); default all.
+Admits = Callable[[list[Variant], Variant], bool]
+
+
+def measure_once(scenario: SimScenario, args: list[str], seed: int, launcher: Launcher | None = None) -> TrialMeasurement:
     """One launch: a noisy prediction with this launch's seed, or the engine's refusal."""
     try:
-        m = noisy_prediction(scenario, args, seed)
+        m = (launcher or noisy_prediction)(scenario, args, seed)
     except SimArgError as exc:
         return TrialMeasurement(error_class="argv_invalid", error=f"unrecognized arguments: {exc}", argv=args)
     except SimConfigError as exc:
         return TrialMeasurement(error_class="crash", error=str(exc), argv=args)
     return TrialMeasurement(throughputs=m.repeats_throughputs(), measuring_s=sum(r.duration_s for r in m.repeats),
-                            argv=args)
+                            argv=args, telemetry=m.telemetry)
 
 
 def true_throughput(scenario: SimScenario, args: list[str]) -> float | None:
@@ -113,9 +122,9 @@ def true_throughput(scenario: SimScenario, args: list[str]) -> float | None:
         return None
 
 
-def sim_baseline(scenario: SimScenario, seed: int) -> BaselineResult:
+def sim_baseline(scenario: SimScenario, seed: int, launcher: Launcher | None = None) -> BaselineResult:
     target = scenario.target()
-    m = noisy_prediction(scenario, target.server_args, seed)
+    m = (launcher or noisy_prediction)(scenario, target.server_args, seed)
     launch = LaunchRecord(argv=target.server_args, env={}, base_url="sim://", served_model=str(scenario.model),
                           log_path=Path("/dev/null"), ready_s=0.0, evidence=launch_evidence(scenario, target.server_args))
     contract = WorkloadContract(workload=scenario.workload, vocab_size=load_shape(scenario.model).vocab,
@@ -137,26 +146,34 @@ def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> tuple[Roofl
     return roofline, achieved(roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high)
 
 
-def run_offline_climb(scenario: SimScenario, seed: int = 0) -> OfflineClimb:
-    """The trials asset's climb with predictions for launches; each launch gets its own seed."""
+def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher | None = None,
+                      admits: Admits | None = None, history: list[TrialRecord] | None = None,
+                      prior: LaunchNoise | None = None) -> OfflineClimb:
+    """The trials asset's climb with predictions for launches; each launch gets its own seed.
+
+    `launcher` replaces the noisy prediction, `admits` narrows every plan to a space, and
+    `history` (appended to as trials finish) outlives a launcher that stops the climb;
+    `prior` is the launch noise earlier runs left (decisions/history.py).
+    """
     target = scenario.target()
     seeds = itertools.count(seed * 10_000 + 1)
-    baseline = sim_baseline(scenario, next(seeds))
+    baseline = sim_baseline(scenario, next(seeds), launcher)
     roofline, reached = sim_roofline(scenario, baseline)
-    first_plan = plan_for_target(target, baseline, roofline, reached, keepers=[], tried=set())
+    history = [] if history is None else history
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
-        if not keepers:
-            return first_plan
-        return plan_for_target(target, baseline, roofline, reached, keepers=keepers, tried=tried)
+        found = plan_for_target(target, baseline, roofline, reached, keepers=keepers, tried=tried, history=history)
+        return [v for v in found if admits is None or admits(keepers, v)]
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
-        return measure_once(scenario, composition(target, launched_changes(keepers, variant)).argv, next(seeds))
+        argv = composition(target, launched_changes(keepers, variant)).argv
+        return measure_once(scenario, argv, next(seeds), launcher)
 
     ledger: dict[str, TrialRecord] = {}
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record))
+                   ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record), history.append,
+                   prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
                         launches=1 + sum(t.launch_count for t in result.trials),

@@ -138,6 +138,8 @@ def baseline_metadata(result: BaselineResult) -> dict:
                         unserved_files=dg.MetadataValue.json(result.run_tree.unserved))
     if m.theoretical_prefix_hit_pct is not None:
         metadata["theoretical_prefix_hit_pct"] = rounded(float(m.theoretical_prefix_hit_pct), "%")
+    if m.telemetry is not None:  # the engine's own /metrics over the measured rounds
+        metadata["telemetry"] = dg.MetadataValue.json(m.telemetry.model_dump(mode="json"))
     return metadata
 
 

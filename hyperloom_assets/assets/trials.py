@@ -26,7 +26,9 @@ from hyperloom_assets.core.decisions.climb import (
     climb,
     launched_changes,
 )
+from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
+from hyperloom_assets.core.engines.registry import engine_for, speaking
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -43,6 +45,7 @@ from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurem
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.trial_trees import TrialTrees
+from hyperloom_assets.sim.engine_args import split_harness_args
 
 
 def build_trials_asset(partitions: dg.PartitionsDefinition):
@@ -61,6 +64,7 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
+            "launch_noise_history_dof": result.launch_noise_dof,
             "best_gain_pct": rounded(result.climb.best_gain_pct(), "%"),
             "trials": table_value(trials_table(result.climb.trials)),
         })
@@ -120,12 +124,13 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     asked = [1]  # the proposer's rounds so far: `candidates` asked the first
 
     tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
+    history: list[TrialRecord] = []  # the trials so far: the planner's evidence after each keeper
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
             return first_plan
         rules = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried,
-                                tried_patches=frozenset(tried_patches))
+                                tried_patches=frozenset(tried_patches), history=history)
         if rounds is None or asked[0] >= rounds.settings.max_rounds:
             return rules
         asked[0] += 1
@@ -155,7 +160,8 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
             return TrialMeasurement(error_class=OVERTIME, error=str(exc), measuring_s=exc.measuring_s,
                                     argv=exc.argv, env=spec.env)
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,
-                                measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env)
+                                measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
+                                telemetry=measured.measurement.telemetry)
 
     def on_look(index: int, variant_name: str, look: Look, replayed: bool) -> None:
         context.log.info("trial %d %s: launch %d (%s) %s%s", index, variant_name, look.index, look.role,
@@ -163,6 +169,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
 
     def on_trial(record: TrialRecord) -> None:
         finished.append(record)
+        history.append(record)
         trees.settle(record)
         tried_patches.update(patch.sha256 for patch in record.variant.patches)
         context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
@@ -170,7 +177,8 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
             "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
             "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
-            "provenance": record.variant.trial_provenance(),
+            "provenance": record.variant.trial_provenance(), "rule": record.variant.rule or "",
+            "diagnosis": record.variant.diagnosis or "", "plan_reason": record.variant.reason,
             **({"llm_verdict": dg.MetadataValue.json(record.variant.llm.model_dump(mode="json", exclude={"patch"}))}
                if record.variant.llm else {}),
             "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
@@ -181,11 +189,27 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
     gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
                       launch_spec, context.log)
+    noise_key = target_noise_key(target, baseline)
+    prior = prior_from(store.launch_noise_history(noise_key, HISTORY_MAX_AGE))
+    context.log.info("launch noise from earlier runs: %s", f"{prior.dof} degrees of freedom, sd "
+                     f"{100 * prior.variance ** 0.5:.1f}%" if prior else "none (first looks cannot decide)")
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
                    ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
                    remember_look=ledger.remember_look, on_look=on_look,
-                   checks=Checks(admit=trees.admit, gate=gate.judge_variant))
+                   checks=Checks(admit=trees.admit, gate=gate.judge_variant), prior=prior)
+    store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
+                              launch_means=launch_means(result.evidence))
     record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
                 f"running gain {result.best_gain_pct():+.2f}%")
     return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
-                        tree_commit=trees.head(), patch_commits=trees.commits)
+                        tree_commit=trees.head(), patch_commits=trees.commits,
+                        launch_noise_dof=prior.dof if prior else 0)
+
+
+def target_noise_key(target, baseline: BaselineResult) -> str:
+    """Host, engine and its identity, model; a sim's harness flags too (its noise is one of them)."""
+    identity = baseline.framework_version
+    if engine_for(target.engine).simulated:
+        harness, _ = split_harness_args(target.server_args, speaking(target.engine, target.server_args).name)
+        identity += " " + " ".join(f"{k}={v}" for k, v in sorted(harness.items()))
+    return launch_noise_key(target.host, target.engine, identity, str(target.model))

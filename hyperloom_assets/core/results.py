@@ -45,6 +45,7 @@ class TrialsResult(Strict):
     context_key: str
     tree_commit: str | None = None  # the run branch's head after the climb: the running best's tree
     patch_commits: dict[str, str] = {}  # fingerprint of a kept patch trial -> its commit on the branch
+    launch_noise_dof: int = 0  # degrees of freedom of the launch noise pooled from earlier runs (0: none)
 
 
 class PatchRecord(Strict):

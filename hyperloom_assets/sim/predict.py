@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.engines.registry import engine_for
 from hyperloom_assets.core.measurement.measurement import Measurement, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
 from hyperloom_assets.core.measurement.workloads import (
@@ -170,6 +171,7 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
         simulate_round(engine, warm, workload.concurrency)
     slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
     rounds = []
+    engine.meter.open_window()
     for index, plan in enumerate(plans, start=1):
         records, duration = simulate_round(engine, plan, workload.concurrency, workload.request_rate,
                                            round_seed(workload.seed, f"arrivals-{index}"))
@@ -177,5 +179,5 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
     return summarize(
         rounds, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab),
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
-        source="sim-predict",
+        source="sim-predict", telemetry=engine.meter.window_telemetry(flavor) if engine_for(flavor).metrics else None,
     )

@@ -30,6 +30,7 @@ from typing import Any
 from hyperloom_assets.sim.engine_args import EngineConfig
 from hyperloom_assets.sim.kv_cache import KVBlocks, block_hashes
 from hyperloom_assets.sim.perf_model import PerfModel, StepShape
+from hyperloom_assets.sim.telemetry import EngineMeter
 
 NOISE_SEGMENT_S = 0.5
 
@@ -49,6 +50,7 @@ class SimRequest:
     ctx_join: int = 0
     gen_join: int = 0
     cached_tokens: int = 0
+    admitted_s: float | None = None  # first admission into the running batch
     first_token_s: float | None = None
     finish_s: float | None = None
     spans: list[tuple[int, int]] = field(default_factory=list)  # steps that produced its tokens
@@ -103,9 +105,7 @@ class SimEngine:
         self.remaining_offset = 0  # sum of (max_tokens - gen_join + join_step) over decoding requests
         self.residues = [0] * config.block_size
         self.finishes: list[tuple[int, int, SimRequest]] = []
-        self.preemptions = 0
-        self.prompt_tokens = 0
-        self.cache_hit_tokens = 0
+        self.meter = EngineMeter()
         self._next_id = 0
 
     # ---- requests -------------------------------------------------------------------
@@ -174,7 +174,7 @@ class SimEngine:
         self._release(victim)
         victim.phase = "waiting"
         self.waiting.appendleft(victim)
-        self.preemptions += 1
+        self.meter.preemptions += 1
         return victim
 
     def _decode_block_need(self) -> int:
@@ -233,8 +233,10 @@ class SimEngine:
             request.held = list(request.hashes[:hit])
             request.computed, request.phase = hit_tokens, "prefill"
             request.cached_tokens += hit_tokens
-            self.prompt_tokens += target
-            self.cache_hit_tokens += hit_tokens
+            self.meter.prefix_queries += target
+            self.meter.prefix_hits += hit_tokens
+            if request.admitted_s is None:
+                request.admitted_s = self.now
             self.running[request.rid] = request
             self.prefilling[request.rid] = request
             chunks.append((request, chunk))
@@ -296,6 +298,9 @@ class SimEngine:
     def apply_step(self, plan: StepPlan) -> list[SimRequest]:
         """Advance the clock past the step; returns requests that got a first token or finished."""
         step = self.steps
+        self.meter.observe_step(plan.duration, len(self.running), len(self.waiting),
+                                100.0 * self.kv.used / max(self.kv.total, 1), prefill=bool(plan.chunks),
+                                decode=plan.decoding and plan.shape.decode_seqs > 0)
         self.now += plan.duration
         if self.record_steps:
             self.step_ends.append(self.now)
@@ -347,6 +352,8 @@ class SimEngine:
         request.generated = request.max_tokens
         request.phase = "done"
         request.finish_s = self.now
+        if request.admitted_s is not None and request.first_token_s is not None:
+            self.meter.observe_request(request.admitted_s, request.first_token_s, request.finish_s)
 
     def token_times(self, request: SimRequest) -> list[float]:
         """When each of a finished request's tokens was produced (needs record_steps)."""

@@ -22,6 +22,7 @@ from hyperloom_assets.sim.engine_args import EngineConfig
 from hyperloom_assets.sim.prompts import PromptError, PromptTokenizer, filler_text
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 from hyperloom_assets.sim.synthetic_model import CANDIDATES, Step, generate
+from hyperloom_assets.sim.telemetry import prometheus_text
 
 TIMER_SLACK_S = 0.0005
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -89,10 +90,17 @@ class SimServer:
     # ---- HTTP -----------------------------------------------------------------------
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/health", self.health), web.get("/v1/models", self.models), web.get("/version", self.version),
-                web.post("/v1/completions", self.completions), web.post("/v1/chat/completions", self.chat)]
+                web.post("/v1/completions", self.completions), web.post("/v1/chat/completions", self.chat),
+                web.get("/metrics", self.metrics)]
 
     async def health(self, _: web.Request) -> web.Response:
         return web.Response(status=200)
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        text = prometheus_text(self.engine.meter, self.config.flavor)
+        if text is None:  # ATOM serves no /metrics
+            return web.Response(status=404)
+        return web.Response(text=text, content_type="text/plain")
 
     async def version(self, _: web.Request) -> web.Response:
         return web.json_response({"version": f"sim-{self.config.flavor}"})

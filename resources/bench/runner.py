@@ -24,6 +24,7 @@ from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
 from hyperloom_assets.core.measurement.serving import BenchOvertime
+from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,
     Plan,
@@ -45,6 +46,7 @@ from hyperloom_assets.resources.bench.stream import (
     open_session,
     send_request,
 )
+from hyperloom_assets.resources.bench.telemetry import TelemetryScraper
 from hyperloom_assets.resources.hosts.process_group import signals_deferred
 
 
@@ -168,7 +170,7 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     started = time.monotonic()
     try:
         async with asyncio.timeout(timeout_s):
-            rounds, loads = await _rounds(base_url, served_model, workload, warm, plans, records_dir,
+            rounds, loads, telemetry = await _rounds(base_url, served_model, workload, warm, plans, records_dir,
                                           sock_read_timeout_s, progress)
     except TimeoutError as exc:
         if timeout_s is None or time.monotonic() - started < timeout_s:
@@ -181,16 +183,15 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         client_saturated=any(load.saturated for load in loads), source="hyperloom",
         client_loop_lag_p99_ms=max(load.loop_lag_p99_ms for load in loads),
-        client_cpu_pct=max(load.cpu_pct for load in loads),
+        client_cpu_pct=max(load.cpu_pct for load in loads), telemetry=telemetry,
     )
 
 
 async def _rounds(base_url: str, served_model: str, workload: Workload, warm: Plan, plans: list[Plan],
                   records_dir: Path | None, sock_read_timeout_s: float,
-                  progress: ProgressFn | None) -> tuple[list[RepeatMetrics], list[ClientLoad]]:
+                  progress: ProgressFn | None) -> tuple[list[RepeatMetrics], list[ClientLoad], Telemetry | None]:
     slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
     url = completions_url(base_url)
-    rounds, loads = [], []
     async with open_session(sock_read_timeout_s) as session:
         if warm:
             records, duration, _ = await run_round(session, url, served_model, warm, workload.concurrency, None, 0,
@@ -199,18 +200,32 @@ async def _rounds(base_url: str, served_model: str, workload: Workload, warm: Pl
             if not any(r.ok for r in records):
                 raise BenchRunError(f"every warm-up request failed against {url}: {_first_error(records)}")
             _report(progress, "warm-up", records, duration, repeat_metrics(records, duration, slo))
-        for index, plan in enumerate(plans, start=1):
-            label = f"repeat-{index}"
-            records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
-                                                      workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"),
-                                                      label, progress)
-            _write_records(records_dir, label, records)
-            metrics = repeat_metrics(records, duration, slo)
-            if metrics.completed == 0:
-                raise BenchRunError(f"every request of repeat {index} failed against {url}: {_first_error(records)}")
-            _report(progress, label, records, duration, metrics)
-            rounds.append(metrics)
-            loads.append(load)
+        scraper = TelemetryScraper(session, base_url)  # the server's own counters over the measured rounds
+        await scraper.start()
+        try:
+            rounds, loads = await _measured_rounds(session, url, served_model, workload, plans, records_dir, slo,
+                                                   progress)
+        finally:
+            telemetry = await scraper.stop()
+    return rounds, loads, telemetry
+
+
+async def _measured_rounds(session, url: str, served_model: str, workload: Workload, plans: list[Plan],
+                           records_dir: Path | None, slo, progress: ProgressFn | None,
+                           ) -> tuple[list[RepeatMetrics], list[ClientLoad]]:
+    rounds, loads = [], []
+    for index, plan in enumerate(plans, start=1):
+        label = f"repeat-{index}"
+        records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
+                                                  workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"),
+                                                  label, progress)
+        _write_records(records_dir, label, records)
+        metrics = repeat_metrics(records, duration, slo)
+        if metrics.completed == 0:
+            raise BenchRunError(f"every request of repeat {index} failed against {url}: {_first_error(records)}")
+        _report(progress, label, records, duration, metrics)
+        rounds.append(metrics)
+        loads.append(load)
     return rounds, loads
 
 

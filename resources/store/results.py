@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,20 @@ STACKS = sa.Table(
 )
 
 
+# The launch means of every config a run launched more than once, by the host, engine and
+# model that served them: later runs pool them into their launch-noise estimate.
+LAUNCH_NOISE = sa.Table(
+    "launch_noise", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("noise_key", sa.String, nullable=False, index=True),  # host, engine identity, model
+    sa.Column("target", sa.String, nullable=False),
+    sa.Column("run_id", sa.String),
+    sa.Column("config", sa.String, nullable=False),  # the climb's evidence key (a fingerprint or "baseline")
+    sa.Column("launch_means", sa.Text, nullable=False),  # JSON list of output tok/s, one per launch
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
 def default_store_url() -> str:
     """The fleet's Postgres database when `HYPERLOOM_POSTGRES_URL` is set, else SQLite under DAGSTER_HOME."""
     shared = postgres_url()
@@ -114,6 +128,10 @@ def default_store_url() -> str:
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 class ResultStore(dg.ConfigurableResource):
@@ -212,6 +230,25 @@ class ResultStore(dg.ConfigurableResource):
                    result=json.dumps(result), created_at=_now())
         with self.engine().begin() as conn:
             conn.execute(STACKS.insert().values(**row))
+
+    def record_launch_noise(self, *, noise_key: str, target: str, run_id: str | None,
+                            launch_means: dict[str, list[float]]) -> None:
+        """Keep each config's launch means (configs launched at least twice) for later runs to pool."""
+        rows = [dict(noise_key=noise_key, target=target, run_id=run_id, config=config, launch_means=json.dumps(means),
+                     created_at=_now()) for config, means in launch_means.items() if len(means) >= 2]
+        if rows:
+            with self.engine().begin() as conn:
+                conn.execute(LAUNCH_NOISE.insert(), rows)
+
+    def launch_noise_history(self, noise_key: str, max_age: timedelta) -> list[list[float]]:
+        """The launch means of each config of each earlier run under this key, no older than `max_age`."""
+        since = _now() - max_age
+        query = sa.select(LAUNCH_NOISE.c.launch_means, LAUNCH_NOISE.c.created_at).where(
+            LAUNCH_NOISE.c.noise_key == noise_key).order_by(LAUNCH_NOISE.c.id)
+        with self.engine().connect() as conn:
+            rows = conn.execute(query).all()
+        # SQLite hands timestamps back without their zone; every one was written in UTC.
+        return [json.loads(means) for means, created in rows if _utc(created) >= since]
 
     def latest_stack(self, target: str) -> dict[str, Any] | None:
         """The newest validated stack of a target, whatever its context (for release checks)."""

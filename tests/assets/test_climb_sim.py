@@ -6,6 +6,7 @@ benchmarks/noise.py, where the noise is controlled rather than the machine's.)""
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from types import SimpleNamespace
 
 import dagster as dg
@@ -45,6 +46,35 @@ def test_a_crash_is_failed_the_next_runs_a_worse_one_reverts(tmp_path, host, sto
     trials = result.climb.trials
     assert [(t.name, t.outcome) for t in trials] == [("crash", "FAILED"), ("worse", "REVERT"), ("cap", "KEEP")]
     assert trials[0].error_class == "argv_invalid"
+    assert trials[0].telemetry is None and all(t.telemetry.engine == "vllm" for t in trials[1:]), "sim-serve's /metrics"
     assert [k.name for k in result.climb.keepers] == ["cap"]
     assert len(events) == 3, "each trial is an event of its own"
     assert [row["outcome"] for row in store.trials(baseline.context_key)] == ["FAILED", "REVERT", "KEEP"]
+
+
+def test_launch_noise_from_earlier_runs_lets_the_first_look_decide(tmp_path, host, store) -> None:
+    from hyperloom_assets.assets.trials import target_noise_key
+
+    folder = tmp_path / "targets"
+    folder.mkdir()
+    (folder / "sim.yaml").write_text(yaml.safe_dump({
+        "engine": "sim", "model": str(SIM_MODEL),
+        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4"],
+        "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
+        "repeats": 3, "max_trials": 1, "target_gain_pct": 1000}))
+    defs = build_defs(folder, host=host, store=store)
+    with dg.instance_for_test() as instance:
+        done = defs.resolve_job_def("baseline_job").execute_in_process(partition_key="sim", instance=instance)
+        baseline, roofline = done.asset_value("baseline"), done.asset_value("roofline")
+    target = TargetCatalog(folder=str(folder)).target("sim")
+    key = target_noise_key(target, baseline)
+    store.record_launch_noise(noise_key=key, target="sim", run_id="earlier",
+                              launch_means={f"c{i}": [100.0, 103.0, 98.0] for i in range(5)})
+    context = SimpleNamespace(partition_key="sim", run=SimpleNamespace(run_id="with-history"),
+                              log=logging.getLogger("climb-test"), log_event=lambda event: None)
+    result = run_climb(context, target, host, BenchmarkClient(), store, baseline, roofline,
+                       [variant("cap", "--max-num-seqs", "16")])
+    trial = result.climb.trials[0]
+    assert result.launch_noise_dof == 10
+    assert trial.outcome == "KEEP" and trial.launch_count == 1, "kept on its first launch"
+    assert len(store.launch_noise_history(key, timedelta(days=1))) == 5, "a run of single launches adds nothing"

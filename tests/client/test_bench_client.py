@@ -235,3 +235,10 @@ def test_the_host_agents_bench_keeps_the_time_limit_and_replies_overtime(echo_se
                              "records_dir": str(tmp_path), "max_model_len": None, "timeout_s": 0.5})
     assert set(reply) == {"overtime"} and reply["overtime"]["limit_s"] == 0.5
     assert 0.5 <= reply["overtime"]["elapsed_s"] < 5.0
+
+
+def test_a_server_without_a_metrics_page_measures_without_telemetry(echo_server, tmp_path):
+    base_url = echo_server()
+    workload = Workload(kind="random", isl=32, osl=8, concurrency=4, num_prompts=8)
+    measured = measure(base_url, "echo", workload, vocab_size=1000, repeats=1)
+    assert measured.completed == 8 and measured.telemetry is None

@@ -138,3 +138,31 @@ def test_both_record_forms_read_the_same(record: str) -> None:
 def test_the_published_older_record_still_parses() -> None:
     evidence = parse_sglang_server_args((FIXTURES / "sglang_server_args.log").read_text())
     assert evidence is not None and evidence["disable_radix_cache"] is False
+
+
+# sglang/srt/observability/metrics_collector.py in the 0.5.23 wheel, as it stands there:
+# field of MetricNames -> the registration's name line, the sample suffix and the labels
+# we pick. token_usage is a 0..1 share (pool_stats_observer.py logs it as
+# `full token usage: {self.full_token_usage:.2f}`); cached tokens are counted per
+# `cache_source`; forward time is counted only under SGLANG_ENABLE_METRICS_DEVICE_TIMER,
+# with the ForwardMode's name as `category` (decode_cuda_graph_runner.py:
+# `forward_batch.forward_mode.name.lower()`; ForwardMode has EXTEND, DECODE, MIXED, ...).
+METRIC_REGISTRATIONS = {
+    "kv_usage_pct": ('name="sglang:token_usage",', ""),
+    "running": ('name="sglang:num_running_reqs",', ""),
+    "waiting": ('name="sglang:num_queue_reqs",', ""),
+    "preemptions": ('name="sglang:num_retracted_requests_total",', ""),
+    "prefix_queries": ('name="sglang:prompt_tokens_total",', ""),
+    "prefix_hits": ('name="sglang:cached_tokens_total",', ""),
+    "prefill_s": ('name="sglang:forward_execution_seconds_total",', ""),
+    "decode_s": ('name="sglang:forward_execution_seconds_total",', ""),
+}
+
+
+def test_the_metric_series_we_read_are_the_quoted_registrations() -> None:
+    names = engine_for("sglang").metrics
+    assert set(METRIC_REGISTRATIONS) == set(type(names).model_fields)
+    for field, (quote, suffix) in METRIC_REGISTRATIONS.items():
+        assert getattr(names, field).name == quote.split('"')[1] + suffix, field
+    assert names.kv_usage_pct.scale == 100.0, "token_usage is a 0..1 share"
+    assert dict(names.prefill_s.labels) == {"category": "extend"} and dict(names.decode_s.labels) == {"category": "decode"}

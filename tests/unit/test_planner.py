@@ -9,6 +9,8 @@ from hyperloom_assets.core.planning.fingerprints import trial_fingerprint, varia
 from hyperloom_assets.core.planning.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines.registry import engine_flags_for
 from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
+from hyperloom_assets.core.measurement.telemetry import Telemetry
+from hyperloom_assets.core.planning.rules import shipped_rules
 from hyperloom_assets.core.planning.seed_grids import load_grids
 from hyperloom_assets.core.planning.variants import Variant, apply_variant, setting_key, split_args
 
@@ -25,8 +27,14 @@ def rule_of(variant: Variant) -> str:
     return variant.reason.split("]")[0].lstrip("[")
 
 
+def singles(variants: list[Variant]) -> list[Variant]:
+    """The plan without the variant that moves several knobs at once (planning/combine.py)."""
+    return [v for v in variants if v.provenance != "combined"]
+
+
 def test_a_capped_config_puts_the_cap_raise_first():
-    variants = plan("vllm", None, ["--max-num-seqs", "4", "--enforce-eager"], {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    variants = singles(plan("vllm", None, ["--max-num-seqs", "4", "--enforce-eager"], {}, RANDOM_16, CPU, set(),
+                            grids=GRIDS))
     first = variants[0]
     assert rule_of(first) == "cap_raise_to_concurrency"
     assert first.name == "max-num-seqs=16"  # the smallest step that reaches the concurrency
@@ -49,7 +57,7 @@ def test_after_the_cap_is_raised_the_budget_ladder_scores_next():
     first = plan("vllm", None, operator, {}, RANDOM_16, CPU, set(), grids=GRIDS)
     keeper = by_name(first)["max-num-seqs=32"]
     tried = {trial_fingerprint([], v) for v in first[:3]}
-    second = replan("vllm", None, operator, {}, [keeper], RANDOM_16, CPU, tried, grids=GRIDS)
+    second = singles(replan("vllm", None, operator, {}, [keeper], RANDOM_16, CPU, tried, grids=GRIDS))
     assert rule_of(second[0]) == "budget_up_cap_free"
     assert second[0].name == "max-num-batched-tokens=4096"
     names = by_name(second)
@@ -156,12 +164,18 @@ def test_fp8_kv_scores_when_memory_bound_with_kv_pressure_and_risky_scores_lower
     def fp8(evidence: PlanEvidence) -> Variant:
         return by_name(plan("vllm", None, [], {}, RANDOM_16, evidence, set(), grids=GRIDS))["fp8-kv"]
 
-    pressured = fp8(PlanEvidence(binding="memory", preemptions=3))
+    preempting = Telemetry(engine="vllm", scrapes=3, preemptions=3, kv_usage_pct_max=100.0, running_mean=20.0,
+                           waiting_mean=12.0)
+    starved = fp8(PlanEvidence(binding="memory", telemetry=preempting))
+    near_roofline = fp8(PlanEvidence(binding="memory", achieved_pct=85.0))
     plain = fp8(PlanEvidence(binding="compute"))
-    assert rule_of(pressured) == "fp8_kv_pressure" and rule_of(plain) == "fp8_kv_other"
-    assert pressured.expected_value > plain.expected_value
-    assert pressured.expected_value == RULES["fp8_kv_pressure"].score * 0.5
-    assert pressured.accuracy_risky
+    assert rule_of(starved) == "fp8_kv_capacity" and starved.diagnosis == "kv_capacity"
+    assert rule_of(near_roofline) == "fp8_kv_pressure" and near_roofline.diagnosis == "memory_bandwidth"
+    assert rule_of(plain) == "fp8_kv_other"
+    assert starved.expected_value > near_roofline.expected_value > plain.expected_value
+    boost = shipped_rules().diagnoses["kv_capacity"].boosts["fp8_kv"]
+    assert starved.expected_value == (RULES["fp8_kv_capacity"].score + boost) * 0.5
+    assert starved.accuracy_risky
 
 
 def test_atom_gates_by_model_class():
@@ -184,7 +198,7 @@ def test_accepted_flags_filter_what_a_sim_can_take():
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "atom"])
 def test_every_engine_plans_something_on_an_empty_base(engine):
     variants = plan(engine, None, [], {}, RANDOM_16, PlanEvidence(), set(), grids=GRIDS)
-    assert variants and all(v.provenance == "seed_grid" for v in variants)
+    assert variants and all(v.provenance in ("seed_grid", "combined") for v in variants)
 
 
 def test_a_grid_entry_on_a_harness_flag_is_dropped_for_the_sim_only():

@@ -41,7 +41,8 @@ def test_no_shipped_grid_entry_touches_a_harness_flag():
 def test_vllm_grid_content():
     grid = load_grids()["vllm"]
     by_name = {e.name: e for e in grid.entries}
-    assert by_name["max-num-seqs"].ladder.concurrency_multipliers == [0.5, 1, 2]
+    assert by_name["max-num-seqs"].ladder.concurrency_multipliers == [0.25, 0.5, 0.75, 1, 1.5, 2]
+    assert by_name["gpu-memory-utilization"].rule == "kv_capacity" and by_name["gpu-memory-utilization"].when.host == "gpu"
     assert by_name["fp8-kv"].accuracy_risky and by_name["fp8-kv"].add_args == ["--kv-cache-dtype", "fp8"]
     assert by_name["prefix-caching"].when.shared_prefix is True
     cpu_envs = {e.env_var for e in grid.entries if e.when.host == "cpu" and e.env_var}
@@ -149,7 +150,7 @@ def test_engine_flags_are_known_for_the_sim_only():
 def test_accuracy_risk_follows_the_engines_table_and_a_grid_cannot_disagree(tmp_path: Path):
     grids = load_grids()
     risky = {(grid.engine, e.name) for grid in grids.values() for e in grid.entries if e.accuracy_risky}
-    assert risky == {("vllm", "fp8-kv"), ("atom", "fp8-kv"), ("atom", "level"), ("atom", "mtp")}
+    assert risky == {("vllm", "fp8-kv"), ("sglang", "fp8-kv"), ("atom", "fp8-kv"), ("atom", "level"), ("atom", "mtp")}
     path = tmp_path / "vllm.yaml"
     raw = yaml.safe_load((GRIDS_DIR / "vllm.yaml").read_text())
     next(e for e in raw["entries"] if e["name"] == "fp8-kv")["accuracy_risky"] = False

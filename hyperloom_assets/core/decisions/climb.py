@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from hyperloom_assets.core.decisions.rule import (
-    MAX_MEASUREMENTS,
     Decision,
     Outcome,
     accuracy_gated,
@@ -35,11 +34,13 @@ from hyperloom_assets.core.decisions.rule import (
     failed,
     is_overtime,
     killed_overtime,
+    max_looks,
     rejected,
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval, repeats_of
+from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval, repeats_of
+from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
@@ -62,6 +63,7 @@ class TrialMeasurement(Strict):
     error: str | None = None
     argv: list[str] = []
     env: dict[str, str] = {}
+    telemetry: Telemetry | None = None  # the engine's /metrics over the measured rounds
 
 
 class Look(Strict):
@@ -92,6 +94,7 @@ class TrialRecord(Strict):
     argv: list[str] = []
     env: dict[str, str] = {}
     replayed: bool = False  # taken from the ledger, not measured in this execution
+    telemetry: Telemetry | None = None  # the variant's last launch, as the engine reported it
 
     @property
     def outcome(self) -> str:
@@ -205,15 +208,15 @@ def _ids(result: TrialMeasurement) -> list[int]:
 
 
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
-           baseline_measuring_s: float, launch: _Launcher) -> _Judged:
-    """Measure until decided: NEEDS_REVIEW is measured again, at most MAX_MEASUREMENTS times.
+           baseline_measuring_s: float, launch: _Launcher, prior: LaunchNoise | None = None) -> _Judged:
+    """Measure until decided: NEEDS_REVIEW is measured again, at most max_looks(prior) times.
 
     From the second look on, the running best is re-launched first whenever it has no
     more launches than the variant, so both sides carry launch noise and time drift alike.
     """
     judged = _Judged(decision=failed("not measured"), last=TrialMeasurement())
-    tests = MAX_MEASUREMENTS  # looks that can keep; a look without an interval is not one
-    for look in range(1, MAX_MEASUREMENTS + 1):
+    tests = max_looks(prior)  # looks that can keep; a look without an interval is not one
+    for look in range(1, max_looks(prior) + 1):
         if look > 1 and len(best) + len(judged.best_launches) <= len(judged.launches):
             again = launch("best", keepers, None)
             judged.best_ids += _ids(again)
@@ -236,7 +239,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
             judged.decision = killed_overtime(result.measuring_s, baseline_measuring_s)
             return judged
         judged.decision = decide_trial(judged.launches, best + judged.best_launches, others, measurements=look,
-                                       tests=tests)
+                                       tests=tests, prior=prior)
         if judged.decision.outcome != Outcome.NEEDS_REVIEW:
             break
         if judged.decision.ci_low_pct is None:
@@ -287,8 +290,10 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> Stop
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
           recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None, *,
           recall_looks: RecallLooksFn | None = None, remember_look: RememberLookFn | None = None,
-          on_look: OnLookFn | None = None, checks: Checks | None = None) -> ClimbResult:
-    """`baseline` is the baseline's per-repeat throughputs: its one launch."""
+          on_look: OnLookFn | None = None, checks: Checks | None = None,
+          prior: LaunchNoise | None = None) -> ClimbResult:
+    """`baseline` is the baseline's per-repeat throughputs: its one launch; `prior` the launch
+    noise of earlier runs of the same host, engine and model (decisions/history.py)."""
     checks = checks or Checks()
     keepers: list[Variant] = []
     evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
@@ -319,7 +324,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
                                recall_looks(fingerprint) if recall_looks else [],
                                remember_look or (lambda look: None), on_look)
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, launch, checks)
+                                    baseline_measuring_s, launch, checks, prior)
             remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
         if record.launches or record.rebench_launches:  # the rebench launched the same config
@@ -335,13 +340,13 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
                    others: list[Launches], baseline_measuring_s: float, launch: _Launcher,
-                   checks: Checks) -> TrialRecord:
+                   checks: Checks, prior: LaunchNoise | None = None) -> TrialRecord:
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
     refusal = checks.admit(keepers, variant) if checks.admit and variant.patches else None
     if refusal is not None:
         return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
                            decision=rejected(refusal), measurements=0, launches=[])
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch)
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior)
     if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
         judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
     if judged.decision.outcome == Outcome.KEEP:  # after the gate: a wrong answer is not worth a launch
@@ -352,4 +357,4 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
                        launches=judged.launches, best_launches=judged.best_launches, rebenches=judged.rebenches,
                        rebench_launches=judged.rebench_launches, measurement_ids=judged.ids,
                        best_measurement_ids=judged.best_ids, rebench_measurement_ids=judged.rebench_ids,
-                       error_class=last.error_class, argv=last.argv, env=last.env)
+                       error_class=last.error_class, argv=last.argv, env=last.env, telemetry=last.telemetry)

@@ -25,13 +25,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval
+from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval
 from hyperloom_assets.core.models import Strict
 
 MIN_GAIN_PCT = 1.0
 STACK_MARGIN_PCT = 0.5
 MAX_MEASUREMENTS = 3  # a NEEDS_REVIEW variant is measured at most this often in all
 TRIAL_CONFIDENCE = 0.95  # over all of a trial's looks together
+# With a launch-noise prior pooled from earlier runs (decisions/history.py) every look has
+# an interval, so a trial may look more often: up to this many looks, each at one constant
+# level (a Pocock-style boundary, not a Bonferroni split), which benchmarks/
+# decision_launch_noise.py measured at <= 2% false KEEPs and >= 80% of true +10% gains
+# kept at 5% launch sd.
+MAX_MEASUREMENTS_WITH_HISTORY = 12
+HISTORY_LOOK_CONFIDENCE = 0.994
+# With history a look past the first must also show a gain of MIN_GAIN_PCT plus this much
+# per earlier look, or the trial stops (REVERT): a gain of a percent or two would
+# otherwise spend all its looks, each with the best relaunched beside it.
+FUTILITY_STEP_PCT = 0.5
 VALIDATION_CONFIDENCE = 0.95  # the stack's validated gain is one look
 OVERTIME_FACTOR = 2.0  # measuring past this multiple of the baseline's is KILLED_OVERTIME
 
@@ -58,21 +69,29 @@ def _interval_text(low: float, high: float, confidence: float) -> str:
     return f"{100 * confidence:.1f}% interval [{low:+.2f}%, {high:+.2f}%]"
 
 
-def look_confidence(tests: int) -> float:
-    """Each of `tests` looks that can keep spends an equal share of the trial's 5%."""
-    return 1 - (1 - TRIAL_CONFIDENCE) / tests
+def look_confidence(tests: int, prior: LaunchNoise | None = None) -> float:
+    """Each of `tests` looks that can keep spends an equal share of the trial's 5%; with a prior, the constant level."""
+    return HISTORY_LOOK_CONFIDENCE if prior is not None else 1 - (1 - TRIAL_CONFIDENCE) / tests
+
+
+def max_looks(prior: LaunchNoise | None) -> int:
+    """How often a trial may be measured: more often when earlier runs give the launch noise."""
+    return MAX_MEASUREMENTS_WITH_HISTORY if prior is not None else MAX_MEASUREMENTS
 
 
 def decide_trial(variant: Launches, best: Launches, others: Sequence[Launches] = (),
-                 measurements: int = 1, tests: int = MAX_MEASUREMENTS) -> Decision:
+                 measurements: int = 1, tests: int | None = None, prior: LaunchNoise | None = None) -> Decision:
     """Judge a variant against the running best.
 
     `variant` and `best` hold every launch so far; `others` is the run's other evidence,
     which sharpens the launch-noise estimate. `measurements` counts the variant's looks;
-    `tests` is how many of the trial's looks can keep (see the module docstring).
+    `tests` is how many of the trial's looks can keep (see the module docstring);
+    `prior` is the launch noise of earlier runs (decisions/history.py).
     """
-    confidence = look_confidence(tests)
-    gain, low, high = launch_gain_interval(variant, best, others, confidence)
+    tests = max_looks(prior) if tests is None else tests
+    confidence = look_confidence(tests, prior)
+    gain, low, high = launch_gain_interval(variant, best, others, confidence, prior)
+    looks = max_looks(prior)
     known = high != float("inf")
     numbers = dict(gain_pct=gain, ci_low_pct=low if known else None, ci_high_pct=high if known else None)
     interval = _interval_text(low, high, confidence) if known else "no launch-level interval yet"
@@ -82,12 +101,16 @@ def decide_trial(variant: Launches, best: Launches, others: Sequence[Launches] =
         return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% is under {MIN_GAIN_PCT}%", **numbers)
     if low > 0:
         return Decision(outcome=Outcome.KEEP, reason=f"gain {gain:+.2f}%, {interval} excludes zero", **numbers)
-    if measurements >= MAX_MEASUREMENTS:
+    floor = MIN_GAIN_PCT + (FUTILITY_STEP_PCT * (measurements - 1) if prior is not None else 0.0)
+    if gain < floor:
+        return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% is under {floor:g}% after "
+                        f"{measurements} measurements: too small to show within {looks}", **numbers)
+    if measurements >= looks:
         return Decision(outcome=Outcome.REVERT, reason=f"gain {gain:+.2f}% but {interval} still includes zero "
                         f"after {measurements} measurements", **numbers)
     why = f"{interval} includes zero" if known else f"{interval} (one launch of each)"
     return Decision(outcome=Outcome.NEEDS_REVIEW, reason=f"gain {gain:+.2f}% but {why}; "
-                    f"measure again ({measurements} of {MAX_MEASUREMENTS})", **numbers)
+                    f"measure again ({measurements} of {looks})", **numbers)
 
 
 STACK_UNSTABLE = "stack_unstable"  # the reason code of a keeper the rebench evicted

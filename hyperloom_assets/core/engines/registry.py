@@ -8,7 +8,7 @@ import pkgutil
 from types import MappingProxyType
 from typing import Mapping
 
-from hyperloom_assets.core.engines.spec import EngineSpec
+from hyperloom_assets.core.engines.spec import EngineSpec, MetricNames
 
 PACKAGE = "hyperloom_assets.core.engines"
 
@@ -76,3 +76,8 @@ def all_boolean_flags() -> frozenset[str]:
 
 def all_multi_value_flags() -> frozenset[str]:
     return frozenset().union(*(spec.multi_value_flags for spec in known_engines().values()))
+
+
+def metric_names() -> dict[str, MetricNames]:
+    """Engine -> the `/metrics` series it exposes, for every engine that has them."""
+    return {name: spec.metrics for name, spec in known_engines().items() if spec.metrics is not None}

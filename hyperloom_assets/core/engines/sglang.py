@@ -20,6 +20,8 @@ from hyperloom_assets.core.engines.spec import (
     Distribution,
     EngineSpec,
     Entry,
+    MetricNames,
+    Series,
     Startup,
     home_of,
 )
@@ -30,6 +32,23 @@ def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, ve
     if evidence is not None and evidence.get("disable_radix_cache") is True:
         return "server_args: disable_radix_cache=True"
     return None
+
+
+# sglang/srt/observability/metrics_collector.py (SchedulerMetricsCollector,
+# TokenizerMetricsCollector) in 0.5.23, served with `--enable-metrics`. Cached tokens are
+# counted under `cache_source` device/host/storage, or `total` without the breakdown, so
+# every label is summed. Forward time by batch kind (`category` is the ForwardMode's
+# name) is only counted with SGLANG_ENABLE_METRICS_DEVICE_TIMER=1 in the server's env.
+METRICS = MetricNames(
+    kv_usage_pct=Series(name="sglang:token_usage", scale=100.0, combine="max"),
+    preemptions=Series(name="sglang:num_retracted_requests_total"),
+    running=Series(name="sglang:num_running_reqs"),
+    waiting=Series(name="sglang:num_queue_reqs"),
+    prefix_queries=Series(name="sglang:prompt_tokens_total"),
+    prefix_hits=Series(name="sglang:cached_tokens_total"),
+    prefill_s=Series(name="sglang:forward_execution_seconds_total", labels=(("category", "extend"),)),
+    decode_s=Series(name="sglang:forward_execution_seconds_total", labels=(("category", "decode"),)),
+)
 
 
 def jit_cache_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -44,6 +63,8 @@ ENGINE = EngineSpec(
     model_flag="--model-path",
     launcher_aliases=("--model",),
     port_flag="--port",
+    # SGLang serves /metrics only when asked: the measurement protocol scrapes it (step 7).
+    serve_flags=("--host", "127.0.0.1", "--enable-metrics"),
     console_commands=(("sglang", "serve"),),  # 0.5.23's recommended entry; `-m sglang.launch_server` still works
     distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
     release_distribution="sglang",
@@ -78,4 +99,5 @@ ENGINE = EngineSpec(
     grid="sglang.yaml",
     cli_parser=CliParser(builder="sglang.srt.server_args:ServerArgs.add_cli_args"),
     source_context=("srt/managers/scheduler.py",),
+    metrics=METRICS,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from hyperloom_assets.core.models import Frozen
 
@@ -93,6 +93,34 @@ class AccuracyRisk(Frozen):
     safe_values: tuple[str, ...] = ()
 
 
+class Series(Frozen):
+    """One Prometheus series of an engine's `/metrics`; samples whose labels match `labels` count.
+
+    Several matching samples (one per engine core, one per label value) are summed, or
+    for a usage share the fullest is taken.
+    """
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
+    scale: float = 1.0  # to the project's unit (a 0..1 share times 100 is percent)
+    combine: Literal["sum", "max"] = "sum"
+
+
+class MetricNames(Frozen):
+    """Where an engine's `/metrics` states what the planner reads (DESIGN.md, Measurement protocol 7).
+
+    Gauges are sampled during the measured rounds; counters are read as their increase
+    over them. A series the engine does not expose (or only behind an option) is None.
+    """
+    kv_usage_pct: Series  # gauge: share of the KV pool in use, percent
+    preemptions: Series  # counter: requests preempted (vLLM) or retracted (SGLang)
+    running: Series  # gauge: requests in the running batch
+    waiting: Series  # gauge: requests queued for admission
+    prefix_queries: Series  # counter: prompt tokens looked up in the prefix cache
+    prefix_hits: Series  # counter: of those, tokens found cached
+    prefill_s: Series | None = None  # counter: seconds in prefill
+    decode_s: Series | None = None  # counter: seconds in decode
+
+
 class EngineSpec(Frozen):
     name: str
     listed_at: int  # its place in the lists users read (errors, `targets check`)
@@ -128,6 +156,7 @@ class EngineSpec(Frozen):
     # rejects the rest); None for a real engine, whose grid is checked against its source.
     accepted_flags_of: Callable[[str | None], frozenset[str]] | None = None
     simulated: bool = False  # its numbers are in simulated time, its GPU named by harness flags
+    metrics: MetricNames | None = None  # its Prometheus `/metrics`, where it has one
     cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
     # Source files a model proposing patches is shown (package-relative), within a size bound.
     source_context: tuple[str, ...] = ()

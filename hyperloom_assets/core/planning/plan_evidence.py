@@ -1,13 +1,18 @@
 """The planner's inputs gathered from a target's evidence. Pure code.
 
 The baseline (launch evidence, prefix share), the roofline (binding bound, achieved
-share) and the model shape (MoE, fp8) become a PlanEvidence; the planner does the rest.
+share), the model shape (MoE, fp8) and the running best's telemetry (the baseline's, or
+the last keeper's launch) become a PlanEvidence; the climb's trials so far become its
+history; the planner does the rest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hyperloom_assets.core.config.targets import Target
-from hyperloom_assets.core.planning.planner import PlanEvidence, plan, prefix_share_of, replan
+from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.planning.planner import PlanEvidence, Tried, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines import speaking
 from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
 from hyperloom_assets.core.planning.variants import Variant
@@ -22,10 +27,23 @@ def _sequence_cap(target: Target, evidence: dict | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved) -> PlanEvidence:
+def _running_best(history: Sequence[TrialRecord]) -> TrialRecord | None:
+    kept = [t for t in history if t.outcome == "KEEP"]
+    return kept[-1] if kept else None
+
+
+def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
+                  history: Sequence[TrialRecord] = ()) -> PlanEvidence:
+    """What the planner knows of the running best: the baseline, or the last keeper's launch."""
     shape = load_shape(target.model)
+    best = _running_best(history)
+    telemetry, achieved_pct = baseline.measurement.telemetry, achieved.achieved_pct
+    if best is not None:
+        telemetry = best.telemetry
+        if best.mean and achieved_pct is not None:
+            achieved_pct *= best.mean / baseline.measurement.output_throughput
     return PlanEvidence(
-        binding=roofline.binding, achieved_pct=achieved.achieved_pct,
+        binding=roofline.binding, achieved_pct=achieved_pct, telemetry=telemetry,
         sequence_cap=_sequence_cap(target, baseline.launch.evidence),
         prefix_share=prefix_share_of(target.workload, baseline.measurement.theoretical_prefix_hit_pct),
         host="cpu" if roofline.hardware.startswith("cpu") else "gpu",
@@ -34,14 +52,15 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
 
 
 def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
-                    keepers: list[Variant], tried: set[str],
+                    keepers: list[Variant], tried: set[str], history: Sequence[TrialRecord] = (),
                     tried_patches: frozenset[str] = frozenset()) -> list[Variant]:
     """The plan on top of the stack so far (the first plan when there are no keepers)."""
-    evidence = plan_evidence(target, baseline, roofline, achieved)
+    evidence = plan_evidence(target, baseline, roofline, achieved, history)
     flavor = speaking(target.engine, target.server_args).name
+    past = [Tried(t.variant, t.outcome, t.decision.gain_pct) for t in history]
     patches = patch_candidates(target, baseline.launch.engine_version, keepers, tried, tried_patches)
     if not keepers:
         return with_patches(plan(target.engine, flavor, target.server_args, target.env, target.workload, evidence,
-                                 tried), patches)
+                                 tried, history=past), patches)
     return with_patches(replan(target.engine, flavor, target.server_args, target.env, keepers, target.workload,
-                               evidence, tried), patches)
+                               evidence, tried, history=past), patches)

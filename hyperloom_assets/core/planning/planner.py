@@ -3,21 +3,28 @@
 Candidates come from the engine's seed grid (hyperloom_assets/core/engines/grids/) expressed relative
 to the current base, and from ablations of the operator's own args and envs (drop one
 inherited flag with its value, or unset one inherited env; never a counter-flag).
-Each is scored by one rule of RULES below; its `reason` names that rule. `replan` is the
-same plan on top of the stack of keepers, so a knob that binds only once another moved
-(the token budget after the sequence cap is raised) comes back with a higher score.
+The plan starts from a diagnosis (planning/diagnosis.py: KV capacity, the sequence cap,
+prefill, decode launch overhead, the memory roofline) read from the running best's own
+telemetry and the roofline. Each proposal is scored by one rule of the rule table
+(planning/rules.yaml) plus the diagnosis's boost for the knob's family, so the knobs
+that act on what binds go first; its `reason` names the rule and the diagnosis. A knob
+that a trial under the same diagnosis showed inert (reverted within INERT_GAIN_PCT) is
+not proposed again until the diagnosis changes. `replan` is the same plan on top of the
+stack of keepers, so a knob that binds only once another moved (the token budget after
+the sequence cap is raised) comes back with a higher score.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal, NamedTuple
-
-from pydantic import Field
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from hyperloom_assets.core.config.targets import Workload
-from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.planning.combine import combined
+from hyperloom_assets.core.planning.diagnosis import NEAR_ROOFLINE_PCT, Diagnosis, PlanEvidence, diagnose
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
+from hyperloom_assets.core.planning.rules import shipped_rules
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.registry import engine_flags_for, grid_engine, harness_flags_for
 from hyperloom_assets.core.planning.seed_grids import GridEntry, SeedGrid, When, accuracy_risk, load_grids
@@ -28,70 +35,16 @@ from hyperloom_assets.core.planning.variants import (
     canonical_flag,
     compose,
     effective_settings,
+    knob_of,
     setting_key,
     split_args,
 )
 
 
-class Rule(NamedTuple):
-    score: float
-    per_prefix_share: float  # added score per unit of prefix share (0..1)
-    text: str
-
-
-# The scoring table. A variant's expected value is its rule's score (plus the prefix
-# term where one is given), halved when the variant is accuracy-risky. Ties: grid
-# variants before ablations, then by name with numbers in numeric order.
-RULES: dict[str, Rule] = {
-    "cap_raise_to_concurrency": Rule(100, 0, "the sequence cap is below the concurrency; this lifts it to at least the concurrency"),
-    "cuda_graphs_gpu": Rule(90, 0, "CUDA graphs were turned off; graphs remove per-step launch overhead"),
-    "cap_raise_partial": Rule(80, 0, "the sequence cap binds; this raises it, still below the concurrency"),
-    "budget_up_cap_free": Rule(70, 0, "the cap no longer binds (cap >= concurrency), so the token budget is next; raise it"),
-    "fp8_kv_pressure": Rule(60, 0, "memory-bound with KV pressure (or near the memory roofline): halve KV bytes"),
-    "kv_capacity_pressure": Rule(50, 0, "KV under pressure (preemptions or high usage): give it more room"),
-    "speculative": Rule(45, 0, "the model ships MTP layers: speculative decoding"),
-    "cap_unknown": Rule(40, 0, "the engine's sequence cap is unknown; set one around the concurrency"),
-    "cuda_graphs_cpu": Rule(40, 0, "no CUDA graphs on CPU; dropping eager mode only turns on compilation"),
-    "compilation_level": Rule(40, 0, "a different compilation level"),
-    "cap_lower_kv_pressure": Rule(35, 0, "the cap does not bind and KV is under pressure; a lower cap can stop preemptions"),
-    "parallelism": Rule(35, 0, "MoE model: expert or data-parallel attention layout"),
-    "budget_up_cap_binding": Rule(30, 0, "a larger token budget, while the sequence cap still binds"),
-    "fp8_kv_memory": Rule(30, 0, "memory-bound: fewer KV bytes per step"),
-    "cuda_graph_bs": Rule(30, 0, "CUDA graphs sized to the running batch"),
-    "ablation": Rule(30, 0, "drop one of the operator's own settings: it may be holding the engine back"),
-    "stream_interval": Rule(25, 0, "fewer, larger streamed chunks"),
-    "cpu_threads": Rule(25, 0, "CPU host: thread placement of the CPU backend"),
-    "prefix_cache": Rule(20, 60, "prefix caching, worth the share of prompt tokens that repeat"),
-    "cap_other": Rule(15, 0, "the cap does not bind; moving it changes little"),
-    "fp8_kv_other": Rule(15, 0, "fp8 KV without memory-bound evidence"),
-    "block_size": Rule(15, 0, "a different KV block size"),
-    "schedule_policy": Rule(10, 40, "prefix-aware scheduling, worth the share of prompt tokens that repeat"),
-    "kv_capacity_other": Rule(10, 0, "more KV room without evidence of pressure"),
-    "budget_down": Rule(10, 0, "a smaller token budget"),
-}
+RULES = shipped_rules().rules  # rule id -> score and text (planning/rules.yaml)
 RISKY_FACTOR = 0.5
 SHARED_PREFIX_MIN = 0.1  # prefix share from which `when: {shared_prefix: true}` holds
-KV_PRESSURE_USAGE_PCT = 90.0
-NEAR_ROOFLINE_PCT = 80.0
-
-
-class PlanEvidence(Strict):
-    binding: Literal["memory", "compute"] | None = None  # the roofline's binding bound
-    achieved_pct: float | None = None  # achieved throughput as % of the roofline
-    sequence_cap: int | None = None  # the engine's resolved cap (launch evidence), if known
-    prefix_share: float = Field(default=0.0, ge=0, le=1)  # theoretical prefix hit or prefix_len/isl
-    preemptions: int | None = None
-    kv_usage_pct: float | None = None
-    host: Literal["gpu", "cpu"] = "gpu"
-    moe: bool = False
-    has_mtp: bool = False
-    fp8_model: bool = False
-
-    def kv_pressure(self) -> bool | None:
-        """True on preemptions or near-full KV; None when neither is known."""
-        if self.preemptions is None and self.kv_usage_pct is None:
-            return None
-        return bool(self.preemptions) or (self.kv_usage_pct or 0) >= KV_PRESSURE_USAGE_PCT
+INERT_GAIN_PCT = 3.0  # a reverted trial within this of the best moved nothing
 
 
 def prefix_share_of(workload: Workload, theoretical_prefix_hit_pct: float | None = None) -> float:
@@ -119,6 +72,7 @@ class Base(NamedTuple):
     isl: int | None
     cap: int | None
     budget: int | None
+    diagnosis: Diagnosis
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -240,6 +194,8 @@ def _budget_rule(proposal: Proposal, base: Base) -> str:
 
 def _fp8_rule(base: Base) -> str:
     evidence = base.evidence
+    if base.diagnosis.bottleneck == "kv_capacity":
+        return "fp8_kv_capacity"
     if evidence.binding != "memory":
         return "fp8_kv_other"
     near_roofline = (evidence.achieved_pct or 0) >= NEAR_ROOFLINE_PCT
@@ -258,18 +214,24 @@ def rule_for(proposal: Proposal, base: Base) -> str:
     if family == "fp8_kv":
         return _fp8_rule(base)
     if family == "kv_capacity":
-        return "kv_capacity_pressure" if base.evidence.kv_pressure() else "kv_capacity_other"
+        pressed = base.evidence.kv_pressure() or base.diagnosis.bottleneck == "kv_capacity"
+        return "kv_capacity_pressure" if pressed else "kv_capacity_other"
     return family
 
 
 def scored(proposal: Proposal, base: Base) -> Variant:
     rule_id = rule_for(proposal, base)
     rule = RULES[rule_id]
-    score = rule.score + rule.per_prefix_share * base.evidence.prefix_share
+    bottleneck = base.diagnosis.bottleneck
+    boost = shipped_rules().diagnoses[bottleneck].boosts.get(proposal.family, 0.0)
+    score = rule.score + rule.per_prefix_share * base.evidence.prefix_share + boost
     value = score * (RISKY_FACTOR if proposal.variant.accuracy_risky else 1.0)
     risk = f", x{RISKY_FACTOR:g} accuracy-risky" if proposal.variant.accuracy_risky else ""
-    reason = f"[{rule_id}] {rule.text} ({proposal.variant.reason}); score {score:g}{risk} = {value:g}"
-    return proposal.variant.model_copy(update={"expected_value": value, "reason": reason})
+    acts = f"; {bottleneck} {boost:+g}" if boost else ""
+    reason = (f"[{rule_id}] {rule.text} ({proposal.variant.reason}); diagnosis {bottleneck}: "
+              f"{base.diagnosis.because}{acts}; score {score:g}{risk} = {value:g}")
+    return proposal.variant.model_copy(update={"expected_value": value, "reason": reason, "rule": rule_id,
+                                               "diagnosis": bottleneck})
 
 
 def _natural(name: str) -> list[tuple[int, int | str]]:
@@ -306,10 +268,62 @@ def _with_defaults(config: EffectiveConfig, defaults: list[str]) -> EffectiveCon
     return EffectiveConfig(argv=defaults + config.argv, env=config.env, unset_env=config.unset_env)
 
 
+class Tried(NamedTuple):
+    """A trial the climb ran: what it changed, under which diagnosis, and what came of it."""
+    variant: Variant
+    outcome: str
+    gain_pct: float | None
+
+
+def inert_knobs(history: Sequence[Tried], bottleneck: str) -> set[frozenset[str]]:
+    """Knobs a trial under this same diagnosis reverted without moving throughput."""
+    return {knob_of(t.variant) for t in history
+            if t.outcome == "REVERT" and t.variant.diagnosis == bottleneck
+            and t.gain_pct is not None and abs(t.gain_pct) < INERT_GAIN_PCT}
+
+
+def graphs_off(grid: SeedGrid, args: list[str]) -> bool:
+    """The config turns CUDA graphs off: a flag whose ablation the grid scores as CUDA graphs."""
+    present = set(effective_settings(args, grid.boolean_flag_set()))
+    return any(setting_key(flag) in present for flag, family in grid.ablation_rules.items()
+               if family == "cuda_graphs" and flag.startswith("-"))
+
+
+def base_for(grid: SeedGrid, args: list[str], env: dict[str, str], workload: Workload, evidence: PlanEvidence) -> Base:
+    """The running base with its knobs read and its bottleneck diagnosed."""
+    budget_flag = grid.token_budget_flag
+    budget = _int_or_none(current_value(grid, args, budget_flag, evidence.host)) if budget_flag else None
+    cap = effective_sequence_cap(grid, args, evidence)
+    diagnosis = diagnose(evidence, cap, workload.concurrency, graphs_off(grid, args))
+    return Base(grid, list(args), dict(env), evidence, workload.concurrency, workload.isl, cap, budget, diagnosis)
+
+
+def _admissible(variant: Variant, base: Base, harness: set[str], accepted_flags: frozenset[str] | None,
+                operator_args: list[str]) -> bool:
+    booleans = base.grid.boolean_flag_set()
+    added = {setting_key(s.flag) for s in split_args(variant.add_args, booleans) if s.flag}
+    if _touched_keys(variant) & harness:
+        return False
+    if accepted_flags is not None and not added <= {setting_key(f) for f in accepted_flags}:
+        return False
+    return not _flips_operator_boolean(variant, operator_args, booleans) and _changes(base, variant)
+
+
+def _joint(ranked: list[tuple[str, Variant]], base: Base, history: Sequence[Tried], held: frozenset[str]) -> Variant | None:
+    """The combined variant: of the knobs the diagnosis names when it names several, else of every strong knob."""
+    rules = shipped_rules()
+    boosts = rules.diagnoses[base.diagnosis.bottleneck].boosts
+    acting = [variant for family, variant in ranked if boosts.get(family, 0.0) > 0]
+    pool = acting if len({knob_of(v) for v in acting}) >= rules.combine.min_knobs else [v for _, v in ranked]
+    refused = [t.variant for t in history if t.variant.provenance == "combined" and t.outcome == "FAILED"]
+    return combined(pool, rules.combine, held, refused)
+
+
 def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[str, str], workload: Workload,
          evidence: PlanEvidence, tried_fingerprints: set[str], *, keepers: list[Variant] | None = None,
          operator_args: list[str] | None = None, operator_env: dict[str, str] | None = None,
-         grids: dict[str, SeedGrid] | None = None, accepted_flags: frozenset[str] | None = None) -> list[Variant]:
+         grids: dict[str, SeedGrid] | None = None, accepted_flags: frozenset[str] | None = None,
+         history: Sequence[Tried] = ()) -> list[Variant]:
     """Variants to try on top of the base, best first, none already tried.
 
     `keepers` are the stack the base already holds (empty for the first plan); the
@@ -317,6 +331,7 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     (the stack's change plus the variant's), against `tried_fingerprints` and among
     the plan itself. `accepted_flags` drops variants adding other flags; for a sim it
     defaults to the flags its flavor's parser knows (the sim takes only some of them).
+    `history` (the climb's trials so far) drops knobs shown inert under the same diagnosis.
     """
     grid = (grids or load_grids())[grid_engine(engine, flavor)]
     accepted_flags = engine_flags_for(engine, flavor) if accepted_flags is None else accepted_flags
@@ -324,27 +339,17 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     operator_args = list(base_args if operator_args is None else operator_args)
     operator_env = dict(base_env if operator_env is None else operator_env)
     harness = {setting_key(f) for f in harness_flags_for(engine)}
-    booleans = grid.boolean_flag_set()
-    budget_flag = grid.token_budget_flag
-    budget = _int_or_none(current_value(grid, base_args, budget_flag, evidence.host)) if budget_flag else None
-    base = Base(grid, list(base_args), dict(base_env), evidence, workload.concurrency, workload.isl,
-                effective_sequence_cap(grid, base_args, evidence), budget)
+    base = base_for(grid, base_args, base_env, workload, evidence)
+    inert = inert_knobs(history, base.diagnosis.bottleneck)
     protected = harness | set().union(*(_touched_keys(k) for k in keepers)) | {v for k in keepers for v in [*k.set_env, *k.unset_env]}
     proposals = seed_proposals(base) + ablation_proposals(base, operator_args, operator_env, protected)
-    candidates = []
-    for proposal in proposals:
-        variant = proposal.variant
-        added = {setting_key(s.flag) for s in split_args(variant.add_args, booleans) if s.flag}
-        if _touched_keys(variant) & harness:
-            continue
-        if accepted_flags is not None and not added <= {setting_key(f) for f in accepted_flags}:
-            continue
-        if _flips_operator_boolean(variant, operator_args, booleans) or not _changes(base, variant):
-            continue
-        candidates.append(scored(proposal, base))
-    candidates.sort(key=lambda v: (-v.expected_value, v.provenance != "seed_grid", _natural(v.name)))
+    pairs = [(p.family, scored(p, base)) for p in proposals
+             if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)]
+    pairs.sort(key=lambda pair: (-pair[1].expected_value, pair[1].provenance != "seed_grid", _natural(pair[1].name)))
+    candidates = [variant for _, variant in pairs]
+    joint = _joint(pairs, base, history, frozenset(protected))
     result, seen = [], set(tried_fingerprints)
-    for variant in candidates:
+    for variant in ([joint] if joint else []) + candidates:
         fingerprint = trial_fingerprint(keepers, variant)
         if fingerprint not in seen:
             seen.add(fingerprint)
@@ -354,11 +359,13 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
 
 def replan(engine: str, flavor: str | None, operator_args: list[str], operator_env: dict[str, str],
            keepers: list[Variant], workload: Workload, evidence: PlanEvidence, tried_fingerprints: set[str], *,
-           grids: dict[str, SeedGrid] | None = None, accepted_flags: frozenset[str] | None = None) -> list[Variant]:
+           grids: dict[str, SeedGrid] | None = None, accepted_flags: frozenset[str] | None = None,
+           history: Sequence[Tried] = ()) -> list[Variant]:
     """The plan again after a keeper: variants re-expressed on top of the stack."""
     grids = grids or load_grids()
     grid = grids[grid_engine(engine, flavor)]
     stack = compose(operator_args, operator_env, keepers, harness_flags=harness_flags_for(engine),
                     boolean_flags=grid.boolean_flag_set())
     return plan(engine, flavor, stack.argv, stack.env, workload, evidence, tried_fingerprints, keepers=keepers,
-                operator_args=operator_args, operator_env=operator_env, grids=grids, accepted_flags=accepted_flags)
+                operator_args=operator_args, operator_env=operator_env, grids=grids, accepted_flags=accepted_flags,
+                history=history)

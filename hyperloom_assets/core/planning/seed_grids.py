@@ -26,7 +26,7 @@ from hyperloom_assets.core.planning.variants import KNOWN_BOOLEAN_FLAGS, looks_l
 ScoringFamily = Literal[
     "sequence_cap", "token_budget", "cuda_graphs", "prefix_cache", "fp8_kv", "kv_capacity",
     "block_size", "cpu_threads", "schedule_policy", "cuda_graph_bs", "stream_interval",
-    "compilation_level", "parallelism", "speculative",
+    "compilation_level", "parallelism", "speculative", "chunked_prefill",
 ]
 
 

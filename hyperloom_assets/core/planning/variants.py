@@ -126,10 +126,12 @@ class Variant(Strict):
     remove_args: list[str] = []
     set_env: dict[str, str] = {}
     unset_env: list[str] = []
-    provenance: Literal["seed_grid", "ablation", "llm", "patch"]
+    provenance: Literal["seed_grid", "ablation", "combined", "llm", "patch"]
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
+    rule: str | None = None  # the planner's rule that scored it (planning/rules.yaml)
+    diagnosis: str | None = None  # the bottleneck the planner diagnosed when it proposed it
     patches: list[SourcePatch] = []  # source patches on top of the running best's tree, in order
     llm: LlmOrigin | None = None  # set when a model proposed it and the critic approved it
 
@@ -263,6 +265,12 @@ def _env_conflicts(owners: dict[str, tuple[str, str | None]], keeper: Variant) -
             conflicts.append(Conflict(kind="env", name=name, earlier=earlier, later=keeper.name,
                                       earlier_value=old, later_value=None, later_removes=True))
     return conflicts
+
+
+def knob_of(variant: Variant) -> frozenset[str]:
+    """The settings a variant touches (flags by knob, env vars): every value of a ladder is one knob."""
+    flags = {setting_key(s.flag) for s in split_args(variant.add_args) if s.flag}
+    return frozenset(flags | {setting_key(f) for f in variant.remove_args} | set(variant.set_env) | set(variant.unset_env))
 
 
 def merge_changes(keepers: list[Variant], name: str = "stack") -> Variant:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-Unit = Literal["tok/s", "tok/s/user", "req/s", "%", "ms", "s", "GB/s", "TFLOP/s", "tokens"]
+Unit = Literal["tok/s", "tok/s/user", "req/s", "%", "ms", "s", "GB/s", "TFLOP/s", "tokens", "requests"]
 
 DIGITS: dict[str, int] = {
     "tok/s": 1,  # output tokens per second
@@ -22,6 +22,7 @@ DIGITS: dict[str, int] = {
     "GB/s": 1,
     "TFLOP/s": 1,
     "tokens": 0,
+    "requests": 1,  # a mean count of running or waiting requests
 }
 
 

@@ -30,6 +30,22 @@ def trials_markdown(trials: list[TrialRecord]) -> str:
         launches = f"{row['launches']} + {row['best_relaunches']} best" if row["best_relaunches"] else str(row["launches"])
         rows.append((row["index"], row["fingerprint"], row["name"], row["change"], row["against"], row["outcome"],
                      _pct(row["gain_pct"]), interval, mean, launches, "replayed" if row["replayed"] else "",
-                     row["reason"]))
+                     row["reason"], telemetry_text(row)))
     return table(["#", "fingerprint", "name", "change", "against", "outcome", "gain", "interval (level in the reason)",
-                  "tok/s", "launches", "", "reason"], rows)
+                  "tok/s", "launches", "", "reason", "engine telemetry"], rows)
+
+
+def telemetry_text(row: dict) -> str:
+    """The telemetry cells of a trials-table row, in a few words; empty without telemetry."""
+    parts = []
+    if row["kv_usage_max_pct"] is not None:
+        parts.append(f"KV max {row['kv_usage_max_pct']:.1f}%")
+    if row["preemptions"] is not None:
+        parts.append(f"{row['preemptions']} preempted")
+    if row["running_mean"] is not None and row["waiting_mean"] is not None:
+        parts.append(f"running {row['running_mean']:.1f}, waiting {row['waiting_mean']:.1f}")
+    if row["prefix_hit_pct"] is not None:
+        parts.append(f"prefix hit {row['prefix_hit_pct']:.1f}%")
+    if row["prefill_share_pct"] is not None:
+        parts.append(f"prefill {row['prefill_share_pct']:.1f}% of time")
+    return "; ".join(parts)

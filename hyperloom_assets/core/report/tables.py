@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from hyperloom_assets.core.decisions.climb import TrialRecord
+from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
@@ -55,14 +56,26 @@ def columns_of(*specs: tuple[str, str, str]) -> list[Column]:
     return [Column(name=name, type=kind, description=description) for name, kind, description in specs]
 
 
+# The engine's telemetry of the variant's last launch (core/measurement/telemetry.py).
+TELEMETRY_COLUMNS = columns_of(
+    ("kv_usage_max_pct", "float", "engine telemetry: the most of the KV cache in use during the rounds, %"),
+    ("preemptions", "int", "engine telemetry: requests preempted (vLLM) or retracted (SGLang) during the rounds"),
+    ("running_mean", "float", "engine telemetry: mean requests in the running batch"),
+    ("waiting_mean", "float", "engine telemetry: mean requests queued for admission"),
+    ("prefix_hit_pct", "float", "engine telemetry: prompt tokens found in the prefix cache, %"),
+    ("prefill_share_pct", "float", "engine telemetry: time in prefill as a share of prefill plus decode, %"),
+)
+
 TRIAL_COLUMNS = columns_of(
     ("index", "int", "trial number, in the order the climb ran them"),
     ("fingerprint", "string", "of the whole launched change (the ledger's key)"),
     ("name", "string", "the variant"),
-    ("provenance", "string", "who proposed it: rules, operator or llm:<provider>/<model>"),
+    ("provenance", "string", "who proposed it: rules, operator, library or llm:<provider>/<model>"),
     ("change", "string", "what it changes on top of the running best"),
+    ("diagnosis", "string", "the bottleneck the planner diagnosed when it proposed the variant"),
+    ("rule", "string", "the planner's rule that scored it (its text is in the plan's reason)"),
     ("against", "string", "the running best it was judged against"),
-    ("outcome", "string", "KEEP, REVERT, NEEDS_REVIEW, KEEP_UNSTABLE, FAILED or KILLED_OVERTIME"),
+    ("outcome", "string", "KEEP, REVERT, NEEDS_REVIEW, KEEP_UNSTABLE, FAILED, KILLED_OVERTIME or REJECTED"),
     ("gain_pct", "float", "gain over the running best, % (ratio of geometric launch means)"),
     ("ci_low_pct", "float", "low end of the last look's interval, % (its level is in the reason)"),
     ("ci_high_pct", "float", "high end of the last look's interval, %"),
@@ -71,16 +84,28 @@ TRIAL_COLUMNS = columns_of(
     ("best_relaunches", "int", "servers launched with the running best beside it"),
     ("replayed", "bool", "taken from the ledger instead of measured again"),
     ("reason", "string", "why the decision rule decided so"),
-)
+) + TELEMETRY_COLUMNS
+
+
+def telemetry_cells(telemetry: Telemetry | None) -> dict[str, Cell]:
+    """The engine's own /metrics over a launch's measured rounds; None where it exposes no such series."""
+    t = telemetry
+    return dict(kv_usage_max_pct=rounded(t.kv_usage_pct_max, "%") if t else None,
+                preemptions=t.preemptions if t else None,
+                running_mean=rounded(t.running_mean, "requests") if t else None,
+                waiting_mean=rounded(t.waiting_mean, "requests") if t else None,
+                prefix_hit_pct=rounded(t.prefix_hit_pct, "%") if t else None,
+                prefill_share_pct=rounded(t.prefill_share_pct, "%") if t else None)
 
 
 def trials_table(trials: list[TrialRecord]) -> Table:
     rows = [dict(index=t.index, fingerprint=t.fingerprint, name=t.name, provenance=t.variant.trial_provenance(),
-                 change=describe_change(t.variant),
+                 change=describe_change(t.variant), diagnosis=t.variant.diagnosis, rule=t.variant.rule,
                  against=t.against, outcome=t.outcome, gain_pct=rounded(t.decision.gain_pct, "%"),
                  ci_low_pct=rounded(t.decision.ci_low_pct, "%"), ci_high_pct=rounded(t.decision.ci_high_pct, "%"),
                  output_throughput=rounded(t.mean, "tok/s"), launches=t.measurements,
-                 best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason)
+                 best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason,
+                 **telemetry_cells(t.telemetry))
             for t in trials]
     return Table(columns=TRIAL_COLUMNS, rows=rows)
 

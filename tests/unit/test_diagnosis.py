@@ -1,0 +1,118 @@
+"""The planner diagnoses before it chooses: telemetry and the roofline name what binds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.measurement.telemetry import Telemetry
+from hyperloom_assets.core.planning.diagnosis import PlanEvidence, diagnose
+from hyperloom_assets.core.planning.planner import Tried, knob_of, plan, replan
+from hyperloom_assets.core.planning.rules import RULES_FILE, RulesError, load_rules
+from hyperloom_assets.core.planning.seed_grids import load_grids
+
+GRIDS = load_grids()
+SHARED = Workload(kind="shared_prefix", isl=2048, prefix_len=1536, osl=256, concurrency=64)
+KV_FAMILY = ("drop --no-enable-prefix-caching", "gpu-memory-utilization", "fp8-kv", "block-size")
+
+
+def telemetry(**fields) -> Telemetry:
+    return Telemetry(engine="vllm", scrapes=5, **fields)
+
+
+FULL = telemetry(kv_usage_pct_max=100.0, preemptions=0, running_mean=6.0, waiting_mean=50.0)
+PREEMPTING = telemetry(kv_usage_pct_max=100.0, preemptions=120, running_mean=15.0, waiting_mean=40.0)
+AT_CAP = telemetry(kv_usage_pct_max=30.0, preemptions=0, running_mean=8.0, waiting_mean=20.0)
+ROOMY = telemetry(kv_usage_pct_max=20.0, preemptions=0, running_mean=30.0, waiting_mean=0.1, prefill_s=1.0, decode_s=9.0)
+
+
+@pytest.mark.parametrize("evidence, cap, graphs_off, expected", [
+    (PlanEvidence(telemetry=PREEMPTING), 256, False, "kv_capacity"),
+    (PlanEvidence(telemetry=FULL), 256, False, "kv_capacity"),  # a queue while the cap is far off
+    (PlanEvidence(telemetry=AT_CAP), 8, False, "sequence_cap"),  # a queue behind a full batch
+    (PlanEvidence(), 8, False, "sequence_cap"),  # no telemetry: the config says the cap binds
+    (PlanEvidence(telemetry=ROOMY), 256, True, "decode_launch"),
+    (PlanEvidence(telemetry=ROOMY.model_copy(update={"prefill_s": 6.0, "decode_s": 4.0})), 256, False, "prefill"),
+    (PlanEvidence(binding="memory", achieved_pct=85.0, telemetry=ROOMY), 256, False, "memory_bandwidth"),
+    (PlanEvidence(telemetry=ROOMY), 256, False, "unknown"),
+])
+def test_the_first_bottleneck_the_evidence_shows(evidence, cap, graphs_off, expected) -> None:
+    diagnosis = diagnose(evidence, cap, 32, graphs_off)
+    assert diagnosis.bottleneck == expected, diagnosis.because
+
+
+def test_a_full_cache_without_a_queue_is_not_kv_bound() -> None:
+    calm = telemetry(kv_usage_pct_max=99.0, preemptions=0, running_mean=31.0, waiting_mean=0.0)
+    assert diagnose(PlanEvidence(telemetry=calm), 256, 32, False).bottleneck == "unknown"
+    assert "no telemetry" in diagnose(PlanEvidence(), 256, 32, False).because
+
+
+def test_a_kv_bound_baseline_tries_kv_capacity_before_any_sequence_cap() -> None:
+    operator = ["--no-enable-prefix-caching", "--max-model-len", "4096"]
+    variants = plan("vllm", None, operator, {}, SHARED, PlanEvidence(telemetry=FULL, prefix_share=0.75), set(), grids=GRIDS)
+    names = [v.name for v in variants]
+    kv = [names.index(next(n for n in names if n.startswith(family))) for family in KV_FAMILY]
+    caps = [i for i, n in enumerate(names) if n.startswith("max-num-seqs")]
+    assert caps and max(kv) < min(caps), names
+    singles = [v for v in variants if v.provenance != "combined"]
+    assert singles[0].name == "drop --no-enable-prefix-caching", "a shared prefix served with the cache off"
+    assert all(v.diagnosis == "kv_capacity" for v in variants)
+    assert "diagnosis kv_capacity: KV cache 100% full" in singles[0].reason and singles[0].rule == "prefix_cache"
+    joint = variants[0]
+    assert joint.provenance == "combined" and joint.name.startswith("combined: drop --no-enable-prefix-caching + ")
+    assert "--max-num-seqs" not in joint.add_args, "a knob that does not act on KV capacity stays out"
+
+
+def test_a_knob_shown_inert_is_not_retried_until_the_diagnosis_changes() -> None:
+    operator = ["--max-model-len", "4096"]
+    evidence = PlanEvidence(telemetry=FULL, prefix_share=0.75)
+    first = {v.name: v for v in plan("vllm", None, operator, {}, SHARED, evidence, set(), grids=GRIDS)}
+    cap, keeper = first["max-num-seqs=128"], first["gpu-memory-utilization=0.95"]
+    history = [Tried(cap, "REVERT", 0.8), Tried(keeper, "KEEP", 40.0)]
+    same = replan("vllm", None, operator, {}, [keeper], SHARED, evidence, set(), grids=GRIDS, history=history)
+    assert not [v for v in same if knob_of(v) == knob_of(cap)], "every value of the inert knob is left out"
+    assert any(v.name.startswith("max-num-batched-tokens") for v in same)
+    changed = PlanEvidence(telemetry=AT_CAP, prefix_share=0.75)
+    again = replan("vllm", None, ["--max-num-seqs", "8", *operator], {}, [keeper], SHARED, changed, set(),
+                   grids=GRIDS, history=history)
+    assert any(knob_of(v) == knob_of(cap) for v in again), "a new diagnosis tries it afresh"
+    moved = [Tried(cap, "REVERT", -25.0), Tried(keeper, "KEEP", 40.0)]
+    assert any(knob_of(v) == knob_of(cap)
+               for v in replan("vllm", None, operator, {}, [keeper], SHARED, evidence, set(), grids=GRIDS, history=moved)), \
+        "a knob that moved throughput a lot was not inert: another value may pay"
+
+
+def test_every_rule_a_plan_names_is_in_the_table() -> None:
+    table = load_rules()
+    for evidence in (PlanEvidence(telemetry=FULL, prefix_share=0.75), PlanEvidence(host="cpu"), PlanEvidence()):
+        for engine in ("vllm", "sglang", "atom"):
+            for v in plan(engine, None, ["--max-num-seqs", "4", "--enforce-eager"], {}, SHARED, evidence, set(), grids=GRIDS):
+                assert v.rule in table.rules and v.diagnosis in table.diagnoses
+
+
+def test_a_bad_rule_table_names_its_file_and_key(tmp_path: Path) -> None:
+    raw = yaml.safe_load(RULES_FILE.read_text())
+    raw["diagnoses"]["kv_capacity"]["boosts"]["kv_capcity"] = 10
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(RulesError, match=r"rules.yaml: diagnoses.kv_capacity.*unknown families \['kv_capcity'\]"):
+        load_rules(bad)
+    del raw["diagnoses"]["kv_capacity"]
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(RulesError, match="diagnoses must be exactly"):
+        load_rules(bad)
+
+
+def test_under_a_diagnosis_only_the_knobs_that_act_on_it_are_combined() -> None:
+    # The cap (48) is below the concurrency (64), so raising it scores well even while KV
+    # binds; it still stays out of the combination, and so do chunked prefill and the budget.
+    operator = ["--no-enable-prefix-caching", "--max-model-len", "4096", "--max-num-seqs", "48"]
+    variants = plan("vllm", None, operator, {}, SHARED, PlanEvidence(telemetry=FULL, prefix_share=0.75), set(), grids=GRIDS)
+    joint = variants[0]
+    assert joint.provenance == "combined", [v.name for v in variants]
+    parts = joint.name.removeprefix("combined: ").split(" + ")
+    assert parts and all(part.startswith(KV_FAMILY) for part in parts), parts
+    assert any(v.name.startswith("max-num-seqs=") and v.expected_value >= 0 for v in variants), "the cap raise is strong"
