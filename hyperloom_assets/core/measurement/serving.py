@@ -30,6 +30,13 @@ class ServerSpec(Strict):
     startup_timeout_s: float | None = None  # default: the engine's, longer when cold
 
 
+class CpuPlacement(Strict):
+    """Which CPUs the server and the benchmark client were given on a CPU-only host."""
+    server_cpus: list[int]
+    client_cpus: list[int]
+    reason: str  # "auto: ..." or "host config client_cpus=..."
+
+
 class LaunchRecord(Strict):
     """What was launched and what the engine says it ran with."""
     argv: list[str]
@@ -40,6 +47,7 @@ class LaunchRecord(Strict):
     ready_s: float
     evidence: dict[str, Any] | None = None  # None: the launch record was unreadable
     engine_version: str | None = None
+    cpus: CpuPlacement | None = None  # None: server and client share every CPU
 
     @property
     def argv_text(self) -> str:
