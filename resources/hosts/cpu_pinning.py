@@ -1,10 +1,17 @@
 """The server and the benchmark client on separate CPUs of a CPU-only host.
 
 Without a GPU the engine computes on the cores the client parses its streams on: a
-client burst steals server time, the server looks slower than it is and the client
-reports itself saturated. So on such a host the client gets a CPU of its own (the last
-one this process may use) and the server the rest, unless the host's config says
-otherwise (`client_cpus`: "auto", "off", or the client's CPU ids, "3" or "2,3").
+client burst steals server time, the client reads latency the server never produced
+(5-34% over the server's own e2e on a shared 2-core host, 2-3% pinned apart) and reports
+itself saturated. So on such a host the client gets a CPU of its own (the last one this
+process may use) and the server the rest, unless the host's config says otherwise
+(`client_cpus`: "auto", "off", or the client's CPU ids, "3" or "2,3").
+
+"auto" pins only when the server keeps at least MIN_SERVER_CPUS: vLLM CPU binds its
+OpenMP worker to all but one of its CPUs and leaves that one to its API server and engine
+core, so on one CPU all three share it. Measured on a 2-CPU host (benchmarks/noise.py
+--compare-pinning): pinned, the demo target's server ran at half the throughput with
+three times the launch-to-launch spread; there "auto" shares and `client_cpus: "1"` pins.
 
 The server's process is pinned right after it starts, before it forks workers, which
 inherit the mask; vLLM CPU's OpenMP auto-binding (VLLM_CPU_OMP_THREADS_BIND=auto)
@@ -25,14 +32,15 @@ from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.resources.hosts.preflight import GpuToolOutputError, read_gpu_memory
 
 AUTO, OFF = "auto", "off"  # the other values of the host config's client_cpus name CPUs: "3", "2,3"
+MIN_SERVER_CPUS = 2
 
 
 def plan_placement(setting: str, allowed: list[int], has_gpu: bool) -> CpuPlacement | None:
-    """Who gets which CPUs, or None when they share all of them (a GPU host, one CPU, "off")."""
+    """Who gets which CPUs, or None when they share all of them (a GPU host, too few CPUs, "off")."""
     if setting == OFF:
         return None
     if setting == AUTO:
-        if has_gpu or len(allowed) < 2:
+        if has_gpu or len(allowed) < MIN_SERVER_CPUS + 1:
             return None
         client, reason = [allowed[-1]], f"auto: a CPU-only host with CPUs {allowed}"
     else:

@@ -48,8 +48,8 @@ class LocalHost(dg.ConfigurableResource):
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
     python: str | None = None  # the interpreter with the engine; default: this venv's
-    # On a CPU-only host: "auto" gives the benchmark client the last CPU and the server the
-    # rest (cpu_pinning.py); "off" shares them; "2,3" names the client's CPUs.
+    # "auto": on a CPU-only host with 3+ CPUs the benchmark client gets the last CPU and the
+    # server the rest (cpu_pinning.py); "off" shares them; "2,3" names the client's CPUs.
     client_cpus: str = AUTO
 
     def state_path(self) -> Path:

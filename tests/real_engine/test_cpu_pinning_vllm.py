@@ -1,4 +1,4 @@
-"""vLLM CPU launched through the local host on a CPU-only host: its OpenMP auto-binding
+"""vLLM CPU launched through the local host with the client's CPU set apart: its OpenMP auto-binding
 (VLLM_CPU_OMP_THREADS_BIND=auto) binds from the mask the host pinned, so no thread of any
 of its processes (API server, engine core, worker and its OpenMP threads) may run on the
 benchmark client's CPU."""
@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.real_engine,
 
 
 def test_no_vllm_cpu_thread_runs_on_the_clients_cpu(host, tiny_model, tmp_path) -> None:
+    host = host.model_copy(update={"client_cpus": str(max(os.sched_getaffinity(0)))})  # auto shares 2 CPUs
     spec = ServerSpec(engine="vllm", model=tiny_model, server_args=["--max-num-seqs", "2", "--enforce-eager"],
                       env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     with host.serve(spec, tmp_path / "run") as launch:

@@ -1,5 +1,6 @@
-"""On a CPU-only host the local host pins the server and the benchmark client apart: a real
-sim-serve launched through LocalHost.serve and measured through LocalHost.measure."""
+"""The local host pins the server and the benchmark client apart (by its config, or by "auto" on a
+CPU-only host with three CPUs or more): a real sim-serve launched through LocalHost.serve and
+measured through LocalHost.measure."""
 
 from __future__ import annotations
 
@@ -40,16 +41,25 @@ def _measure_seeing_client_cpus(host, launch) -> list[set[int]]:
     return seen
 
 
-def test_auto_puts_the_server_off_the_clients_cpu_and_the_client_on_it_alone(host, tmp_path) -> None:
+def _pinned_apart(host, tmp_path, client: set[int]) -> None:
     everything = os.sched_getaffinity(0)
     with host.serve(ServerSpec(engine="sim", model=SIM_MODEL, server_args=SIM), tmp_path / "run") as launch:
-        assert launch.cpus is not None, "a CPU-only host pins by default"
-        client, server = set(launch.cpus.client_cpus), set(launch.cpus.server_cpus)
-        assert client == {max(everything)} and server == everything - client
-        assert _server_affinities(host) == {frozenset(server)}, "every server thread off the client's CPU"
+        assert launch.cpus is not None
+        assert set(launch.cpus.client_cpus) == client and set(launch.cpus.server_cpus) == everything - client
+        assert _server_affinities(host) == {frozenset(everything - client)}, "every server thread off the client's CPU"
         seen = _measure_seeing_client_cpus(host, launch)
     assert seen and all(mask == client for mask in seen), "the client's rounds ran on its CPU alone"
     assert os.sched_getaffinity(0) == everything, "the caller's thread gets every CPU back"
+
+
+def test_the_host_config_puts_the_server_off_the_clients_cpu_and_the_client_on_it_alone(host, tmp_path) -> None:
+    last = max(os.sched_getaffinity(0))
+    _pinned_apart(host.model_copy(update={"client_cpus": str(last)}), tmp_path, {last})
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 3, reason="auto pins only when the server keeps two CPUs")
+def test_auto_gives_the_client_the_last_cpu_on_a_cpu_only_host(host, tmp_path) -> None:
+    _pinned_apart(host, tmp_path, {max(os.sched_getaffinity(0))})
 
 
 def test_off_in_the_host_config_shares_every_cpu(host, tmp_path) -> None:

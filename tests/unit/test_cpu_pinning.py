@@ -19,17 +19,19 @@ def test_a_cpu_only_host_gives_the_client_its_last_cpu_and_the_server_the_rest()
     assert placement.reason.startswith("auto")
 
 
-@pytest.mark.parametrize(("setting", "allowed", "has_gpu"), [("auto", [0, 1], True), ("auto", [5], False),
-                                                               ("off", [0, 1], False)])
-def test_a_gpu_host_a_single_cpu_or_off_shares_every_cpu(setting, allowed, has_gpu) -> None:
+@pytest.mark.parametrize(("setting", "allowed", "has_gpu"), [("auto", [0, 1, 2], True), ("auto", [0, 1], False),
+                                                               ("off", [0, 1, 2], False)])
+def test_a_gpu_host_one_that_would_leave_the_server_one_cpu_or_off_shares_every_cpu(setting, allowed, has_gpu) -> None:
     assert plan_placement(setting, allowed, has_gpu) is None
 
 
-def test_the_host_config_names_the_clients_cpus_even_on_a_gpu_host() -> None:
+def test_the_host_config_names_the_clients_cpus_even_on_a_gpu_host_or_a_two_cpu_one() -> None:
     placement = plan_placement("0,2", [0, 1, 2, 3], has_gpu=True)
     assert placement is not None
     assert (placement.server_cpus, placement.client_cpus) == ([1, 3], [0, 2])
     assert placement.reason == "host config client_cpus=0,2"
+    two = plan_placement("1", [0, 1], has_gpu=False)
+    assert two is not None and (two.server_cpus, two.client_cpus) == ([0], [1])
 
 
 def test_client_cpus_the_host_may_not_use_or_that_leave_the_server_none_are_refused() -> None:

@@ -32,7 +32,7 @@ class LocalHostConfig(Frozen):
 
     kind: Literal["local"]
     python: Path | None = None  # the interpreter with the engine; default: this venv's
-    # CPU-only hosts: "auto" (the client on the last CPU, the server on the rest), "off", or "2,3"
+    # "auto" (CPU-only hosts with 3+ CPUs: the client on the last CPU, the server on the rest), "off", or "2,3"
     client_cpus: str = Field(default="auto", pattern=CLIENT_CPUS_PATTERN)
 
 
