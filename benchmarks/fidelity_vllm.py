@@ -31,7 +31,7 @@ datasets/datasets.py, lib/endpoint_request_func.py):
   32.0 generated tokens a request for both at OSL 32.
 - Duration: both from before the first send to after the last stream ends; the
   timelines show no time outside the span for either and a freed slot refilled within
-  about 1 ms by both (AIPerf: about 40 ms, its credit hand-off between processes).
+  about 1 ms by both (AIPerf: 25-42 ms, its credit hand-off between processes).
 - TTFT/ITL/e2el: vLLM's client times every chunk that carries a choice, even one with
   empty text (the tiny byte-level model often streams "" while vLLM's detokenizer holds
   back a partial UTF-8 character). Ours used to skip those: a request whose whole output
