@@ -12,13 +12,22 @@ the echo server with per-request speed noise (--engine echo), or vLLM CPU servin
 tiny model exactly as the demo target does (--engine vllm; about a minute a launch, and
 real launch-to-launch noise). Writes benchmarks/results/noise_<engine>.json.
 
-Run: .venv/bin/python benchmarks/noise.py [--pairs 20] [--engine sim|echo|vllm]
+`--compare-pinning N` asks instead whether pinning the server and the client apart
+(resources/hosts/cpu_pinning.py) cuts the client-saturated flags and the launch-to-launch
+spread: N launches of the demo target's vLLM CPU server through the real host path
+(LocalHost.serve, LocalHost.measure) with the client on the last CPU and the server on the
+rest ("pinned": `client_cpus` naming that CPU), alternating with N with `client_cpus: off`
+("shared"), side by side in one run. Writes benchmarks/results/noise_pinning.json.
+
+Run: .venv/bin/python benchmarks/noise.py [--pairs 20] [--engine sim|echo|vllm] [--compare-pinning 6]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -31,8 +40,11 @@ from benchmarks.support.results import write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.decisions.rule import Outcome  # noqa: E402
+from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
+from hyperloom_assets.resources.bench.client import BenchmarkClient  # noqa: E402
 from hyperloom_assets.resources.bench.runner import measure, model_vocab_size  # noqa: E402
+from hyperloom_assets.resources.hosts.local import LocalHost  # noqa: E402
 from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
 TINY_MODEL = ROOT / ".cache" / "models" / "tiny-llama"
@@ -69,6 +81,51 @@ def one_measurement(engine: str, seed: int, workload: Workload, args: argparse.N
     return [r.output_throughput for r in m.repeats]
 
 
+def pinned_or_shared_launch(arm: str, index: int, args: argparse.Namespace, work: Path) -> dict:
+    """One launch of the demo target's server through the local host, measured like a trial."""
+    client_cpus = str(max(os.sched_getaffinity(0))) if arm == "pinned" else "off"
+    host = LocalHost(state_dir=str(work / "state"), check_foreign_processes=False, client_cpus=client_cpus)
+    spec = ServerSpec(engine="vllm", model=TINY_MODEL, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                      server_args=["--max-num-seqs", "2", "--max-model-len", "1024", "--enforce-eager"])
+    load_before = os.getloadavg()[0]
+    with host.serve(spec, work / f"{arm}-{index}") as launch:
+        m = host.measure(BenchmarkClient(), launch.base_url, launch.served_model, workload_for("vllm"),
+                         model_vocab_size(TINY_MODEL), repeats=args.repeats, cpus=launch.cpus)
+    return {"arm": arm, "client_cpus": client_cpus, "placement": launch.cpus.model_dump() if launch.cpus else None,
+            "mean": m.output_throughput, "repeats": [r.output_throughput for r in m.repeats],
+            "client_saturated": m.client_saturated, "client_cpu_pct": m.client_cpu_pct,
+            "client_loop_lag_p99_ms": m.client_loop_lag_p99_ms, "load": [load_before, os.getloadavg()[0]]}
+
+
+def compare_pinning(args: argparse.Namespace) -> int:
+    launches: dict[str, list[dict]] = {"pinned": [], "shared": []}
+    with tempfile.TemporaryDirectory() as scratch:
+        for index in range(args.compare_pinning):
+            for arm in (("pinned", "shared") if index % 2 == 0 else ("shared", "pinned")):
+                run = pinned_or_shared_launch(arm, index, args, Path(scratch))
+                launches[arm].append(run)
+                print(f"launch {index + 1} {arm:>6}: {run['mean']:.0f} tok/s (repeats "
+                      f"{', '.join(f'{r:.0f}' for r in run['repeats'])}), saturated {run['client_saturated']}, "
+                      f"client CPU {run['client_cpu_pct']:.0f}%, load {run['load'][0]:.1f}", flush=True)
+    ratios = [a["mean"] / b["mean"] for a, b in zip(launches["pinned"], launches["shared"])]
+    summary = {arm: {"launch_cv_pct": 100 * statistics.stdev(r["mean"] for r in runs) / statistics.fmean(
+                         r["mean"] for r in runs),
+                     "mean": statistics.fmean(r["mean"] for r in runs),
+                     "saturated": sum(r["client_saturated"] for r in runs), "launches": len(runs),
+                     "repeat_spread_pct": statistics.fmean(100 * (max(r["repeats"]) - min(r["repeats"])) /
+                                                           statistics.fmean(r["repeats"]) for r in runs)}
+               for arm, runs in launches.items()}
+    print(f"\n{'CPUs':<12} {'mean tok/s':>10} {'launch CV %':>12} {'repeat spread %':>16} {'saturated':>10}")
+    for arm, row in summary.items():
+        print(f"{arm:<12} {row['mean']:>10.0f} {row['launch_cv_pct']:>12.1f} {row['repeat_spread_pct']:>16.1f} "
+              f"{row['saturated']:>6}/{row['launches']}")
+    print(f"pinned/shared throughput per pair: median {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f})")
+    write_results("noise_pinning", {"config": vars(args), "workload": workload_for("vllm").model_dump(mode="json"),
+                                    "launches": launches, "summary": summary, "pinned_over_shared": ratios})
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=20)
@@ -77,7 +134,11 @@ def main() -> int:
     parser.add_argument("--noise-pct", type=float, default=5.0)
     parser.add_argument("--time-scale", type=float, default=50.0)
     parser.add_argument("--sim-model", default="models/llama-3-8b")
+    parser.add_argument("--compare-pinning", type=int, default=0, metavar="N",
+                        help="instead: N pinned and N shared vLLM CPU launches, alternating")
     args = parser.parse_args()
+    if args.compare_pinning:
+        return compare_pinning(args)
     workload = workload_for(args.engine)
     outcomes: collections.Counter[str] = collections.Counter()
     pairs = []

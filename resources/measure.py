@@ -112,6 +112,7 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
                 repeats=contract.repeats, warmups=contract.warmups,
                 num_prompts=num_prompts or contract.num_prompts, records_dir=run_dir,
                 max_model_len=contract.max_model_len, timeout_s=overtime_s, progress=round_logger(label, spec),
+                cpus=launch.cpus,
             )
             measurement = in_engine_time(spec, measurement)
             measuring_s = time.monotonic() - ready_at
@@ -151,7 +152,8 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
             measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
                                         repeats=1, warmups=default_warmups(rung), num_prompts=num_prompts,
                                         records_dir=run_dir / f"c{rung}",
-                                        max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec))
+                                        max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec),
+                                        cpus=launch.cpus)
             measurement = in_engine_time(spec, measurement)
             store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
                                      measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,

@@ -130,6 +130,8 @@ def baseline_metadata(result: BaselineResult) -> dict:
         converged=m.converged, client_saturated=m.client_saturated,
         server_log=dg.MetadataValue.path(str(result.launch.log_path)),
         ready_s=rounded(result.launch.ready_s, "s"), context_key=result.context_key,
+        cpu_placement=dg.MetadataValue.json(result.launch.cpus.model_dump() if result.launch.cpus
+                                            else {"placement": "server and client share every CPU"}),
     )
     if result.run_tree is not None:
         metadata.update(engine_path=dg.MetadataValue.text(result.launch.engine_path or "unknown"),

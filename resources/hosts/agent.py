@@ -32,13 +32,13 @@ REPLY_MARK = "HYPERLOOM-AGENT-REPLY "
 
 def _prepare(req: dict) -> dict:
     prepared = host_side.prepare(Path(req["pid_dir"]), req["engine"], Path(req["python"]), req["check_foreign"],
-                                 req["env"], req["unset_env"], req["term_wait_s"])
+                                 req["env"], req["unset_env"], req["term_wait_s"], req.get("client_cpus", "auto"))
     return prepared.model_dump(mode="json")
 
 
 def _start(req: dict) -> dict:
     server = host_side.start(req["argv"], req["env"], req["unset_env"], Path(req["log_path"]), Path(req["pid_dir"]),
-                             req.get("engine"), req.get("framework_tree"))
+                             req.get("engine"), req.get("framework_tree"), req.get("server_cpus"))
     # This agent exits now; the server runs on in its own session, watched through its pidfile.
     return {"record": server.record.model_dump(mode="json"), "pidfile": str(server.pidfile)}
 
@@ -77,11 +77,13 @@ def _clean(req: dict) -> dict:
 def _bench(req: dict) -> dict:
     from hyperloom_assets.core.config.targets import Workload
     from hyperloom_assets.resources.bench.runner import measure
+    from hyperloom_assets.resources.hosts.cpu_pinning import pinned_thread
 
-    measurement = measure(req["base_url"], req["served_model"], Workload.model_validate(req["workload"]),
-                          req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
-                          num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
-                          max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"))
+    with pinned_thread(req.get("client_cpus")):
+        measurement = measure(req["base_url"], req["served_model"], Workload.model_validate(req["workload"]),
+                              req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
+                              num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
+                              max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"))
     return measurement.model_dump(mode="json")
 
 

@@ -49,9 +49,11 @@ class HostFleet(dg.ConfigurableResource):
                 f"a host of the hosts file ({', '.join(sorted(hosts))})"))])
         config = hosts[name]
         if name == LOCAL:
-            return self.local if config.python is None else self.local.model_copy(update={"python": str(config.python)})
+            return self.local.model_copy(update={"client_cpus": config.client_cpus,
+                                                 **({"python": str(config.python)} if config.python else {})})
         if config.kind == "local":
-            return self.local.model_copy(update={"name": name, "python": str(config.python) if config.python else None})
+            return self.local.model_copy(update={"name": name, "python": str(config.python) if config.python else None,
+                                                 "client_cpus": config.client_cpus})
         return SshHost(name=name, config=config.model_dump(mode="json"), state_dir=str(self.local.state_path()),
                        check_foreign_processes=self.local.check_foreign_processes,
                        teardown_term_wait_s=self.local.teardown_term_wait_s)

@@ -17,8 +17,9 @@ from typing import Callable, Mapping
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
-from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, host_placement, pin_process
 from hyperloom_assets.resources.hosts.engine_origin import REPORTER_DIR
 from hyperloom_assets.resources.hosts.engines import installed_in
 from hyperloom_assets.resources.hosts.preflight import (
@@ -46,6 +47,7 @@ class Prepared(Strict):
     survivors: list[int]
     installed: Installed | None
     startup_timeout_s: float
+    cpus: CpuPlacement | None = None  # the server's and the client's CPUs; None: shared
 
 
 def server_env(env: Mapping[str, str], unset_env: list[str], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -85,19 +87,21 @@ def preflight_problems(port: int, check_foreign_processes: bool) -> list[str]:
 
 
 def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: bool, env: Mapping[str, str],
-            unset_env: list[str], term_wait_s: float) -> Prepared:
-    """Reap this tool's orphans (invariant 8), take a port, preflight, find the engine."""
+            unset_env: list[str], term_wait_s: float, client_cpus: str = AUTO) -> Prepared:
+    """Reap this tool's orphans (invariant 8), take a port, preflight, find the engine, place the CPUs."""
     report = reap_orphans(pid_dir, term_wait_s=term_wait_s)
     port = allocate_port(SERVE_HOST)
     spec = engine_for(engine)
     return Prepared(port=port, problems=preflight_problems(port, check_foreign_processes), reaped=report.reaped,
                     survivors=report.survivors, installed=installed_in(spec, python),
-                    startup_timeout_s=spec.startup.timeout_s(server_env(env, unset_env)))
+                    startup_timeout_s=spec.startup.timeout_s(server_env(env, unset_env)),
+                    cpus=host_placement(client_cpus))
 
 
 def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_path: Path, pid_dir: Path,
-          engine: str | None = None, framework_tree: str | None = None) -> ServerProcess:
-    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir.
+          engine: str | None = None, framework_tree: str | None = None,
+          server_cpus: list[int] | None = None) -> ServerProcess:
+    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir, on server_cpus.
 
     With a `framework_tree`, the server imports `engine` from that checkout (its import
     root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
@@ -105,9 +109,12 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
     if framework_tree is not None and engine is not None:
         launch_env.update(engine_for(engine).tree_env(Path(framework_tree), launch_env.get("PYTHONPATH"), REPORTER_DIR))
     try:
-        return launch(argv, launch_env, log_path, pid_dir)
+        server = launch(argv, launch_env, log_path, pid_dir)
     except OSError as error:
         raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
+    if server_cpus:
+        pin_process(server.popen.pid, server_cpus)
+    return server
 
 
 def _health_ok(base_url: str, path: str) -> bool:

@@ -42,7 +42,7 @@ class Transport(Protocol):
     """Carries the host-side steps to one host and its files back."""
 
     def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared: ...
-    def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> object: ...
+    def start(self, argv: list[str], spec: ServerSpec, log_path: str, server_cpus: list[int] | None) -> object: ...
     def wait_ready(self, started: object, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting: StillStarting) -> None: ...
     def stop(self, started: object) -> TeardownResult: ...
@@ -53,16 +53,18 @@ class Transport(Protocol):
 class LocalTransport:
     """This machine: the steps in-process; the server is our child, the run folder is the host's."""
 
-    def __init__(self, pid_dir: Path, check_foreign_processes: bool, term_wait_s: float):
+    def __init__(self, pid_dir: Path, check_foreign_processes: bool, term_wait_s: float, client_cpus: str = "auto"):
         self.pid_dir, self.check_foreign, self.term_wait_s = pid_dir, check_foreign_processes, term_wait_s
+        self.client_cpus = client_cpus
 
     def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared:
         return host_side.prepare(self.pid_dir, spec.engine, python, self.check_foreign, spec.env, spec.unset_env,
-                                 self.term_wait_s)
+                                 self.term_wait_s, self.client_cpus)
 
-    def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> ServerProcess:
+    def start(self, argv: list[str], spec: ServerSpec, log_path: str, server_cpus: list[int] | None) -> ServerProcess:
         tree = str(spec.framework_tree) if spec.framework_tree else None
-        return host_side.start(argv, spec.env, spec.unset_env, Path(log_path), self.pid_dir, spec.engine, tree)
+        return host_side.start(argv, spec.env, spec.unset_env, Path(log_path), self.pid_dir, spec.engine, tree,
+                               server_cpus)
 
     def wait_ready(self, started: ServerProcess, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting: StillStarting) -> None:
@@ -114,12 +116,16 @@ def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, ru
     engine, run_dir, name = engine_for(spec.engine), Path(run_dir), label or spec.engine
     host_dir = transport.host_dir(run_dir)
     host_log = f"{host_dir}/server.log"
-    started = transport.start(argv, spec, host_log)
+    cpus = prepared.cpus
+    started = transport.start(argv, spec, host_log, cpus.server_cpus if cpus else None)
     began = time.monotonic()
     try:
         timeout_s = spec.startup_timeout_s or prepared.startup_timeout_s
         log.info("%s: starting %s server on host %r (pid %d, port %d); ready within %.0f s or it fails",
                  name, spec.engine, host, pid_record(started).pid, prepared.port, timeout_s)
+        if cpus is not None:
+            log.info("%s: server on CPUs %s, benchmark client on CPUs %s (%s)", name, cpus.server_cpus,
+                     cpus.client_cpus, cpus.reason)
         try:
             transport.wait_ready(started, spec, prepared.port, host_log, timeout_s, argv,
                                  lambda waited_s: log.info("%s: server still starting after %.0f s", name, waited_s))
@@ -134,7 +140,7 @@ def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, ru
             argv=argv, env=dict(spec.env), base_url=f"http://{host_side.SERVE_HOST}:{prepared.port}",
             served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
             ready_s=ready_s, evidence=engine.parse_evidence(log_text),
-            engine_version=identity(engine, prepared.installed), engine_path=engine_path,
+            engine_version=identity(engine, prepared.installed), engine_path=engine_path, cpus=cpus,
         )
     finally:
         with signals_deferred():  # a teardown cut short by a repeated cancel would leave the server behind

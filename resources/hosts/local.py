@@ -22,8 +22,9 @@ import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.measurement import Measurement
-from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts.agent import facts as agent_facts
+from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, pinned_thread
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
 from hyperloom_assets.resources.hosts.host_side import preflight_problems
 from hyperloom_assets.resources.hosts.lifecycle import LocalTransport, serve_on
@@ -48,6 +49,9 @@ class LocalHost(dg.ConfigurableResource):
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
     python: str | None = None  # the interpreter with the engine; default: this venv's
+    # "auto": on a CPU-only host with 3+ CPUs the benchmark client gets the last CPU and the
+    # server the rest (cpu_pinning.py); "off" shares them; "2,3" names the client's CPUs.
+    client_cpus: str = AUTO
 
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else default_state_dir()
@@ -135,10 +139,12 @@ class LocalHost(dg.ConfigurableResource):
     @contextmanager
     def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
         """A ready server for `spec`, torn down when the block ends; `label` names it in the log."""
-        transport = LocalTransport(self.pid_dir(), self.check_foreign_processes, self.teardown_term_wait_s)
+        transport = LocalTransport(self.pid_dir(), self.check_foreign_processes, self.teardown_term_wait_s,
+                                   self.client_cpus)
         with serve_on(transport, self.name, spec, self.python_executable(spec), run_dir, label) as launch:
             yield launch
 
-    def measure(self, bench, base_url: str, *args, **kwargs) -> Measurement:
-        """The benchmark client, here beside the server."""
-        return bench.measure(base_url, *args, **kwargs)
+    def measure(self, bench, base_url: str, *args, cpus: CpuPlacement | None = None, **kwargs) -> Measurement:
+        """The benchmark client, here beside the server, on the client's CPUs of the launch's placement."""
+        with pinned_thread(cpus.client_cpus if cpus else None):
+            return bench.measure(base_url, *args, **kwargs)

@@ -28,7 +28,7 @@ import dagster as dg
 
 from hyperloom_assets.core.config.hosts import SshHostConfig
 from hyperloom_assets.core.measurement.measurement import Measurement
-from hyperloom_assets.core.measurement.serving import BenchOvertime, LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import BenchOvertime, CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.agent import REPLY_MARK
 from hyperloom_assets.resources.hosts.lifecycle import serve_on
@@ -116,12 +116,14 @@ class SshTransport:
     def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared:
         return host_side.Prepared.model_validate(self.call("prepare", {
             "pid_dir": self.pid_dir, "engine": spec.engine, "python": str(python), "check_foreign": self.check_foreign,
-            "env": spec.env, "unset_env": spec.unset_env, "term_wait_s": self.term_wait_s}))
+            "env": spec.env, "unset_env": spec.unset_env, "term_wait_s": self.term_wait_s,
+            "client_cpus": self.config.client_cpus}))
 
-    def start(self, argv: list[str], spec: ServerSpec, log_path: str) -> dict:
+    def start(self, argv: list[str], spec: ServerSpec, log_path: str, server_cpus: list[int] | None) -> dict:
         tree = str(spec.framework_tree) if spec.framework_tree else None  # a path on the host
         return self.call("start", {"argv": argv, "env": spec.env, "unset_env": spec.unset_env, "log_path": log_path,
-                                   "pid_dir": self.pid_dir, "engine": spec.engine, "framework_tree": tree})
+                                   "pid_dir": self.pid_dir, "engine": spec.engine, "framework_tree": tree,
+                                   "server_cpus": server_cpus})
 
     def wait_ready(self, started: dict, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting=None) -> None:
@@ -211,15 +213,17 @@ class SshHost(dg.ConfigurableResource):
 
     def measure(self, bench, base_url: str, served_model: str, workload, vocab_size: int, repeats: int,
                 warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
-                max_model_len: int | None = None, timeout_s: float | None = None, progress=None) -> Measurement:
-        """The benchmark client on the host beside the server. Its records are written into the
-        step's folder there, which comes back whole with the server log at teardown. The time
-        limit holds there too; per-round progress stays on the host (one call, one reply)."""
+                max_model_len: int | None = None, timeout_s: float | None = None, progress=None,
+                cpus: CpuPlacement | None = None) -> Measurement:
+        """The benchmark client on the host beside the server (on the placement's client CPUs). Its records
+        are written into the step's folder there, which comes back whole with the server log at teardown.
+        The time limit holds there too; per-round progress stays on the host (one call, one reply)."""
         transport, local = self.transport(), Path(records_dir) if records_dir else None
         host_records = transport.host_dir(local) if local else f"{self.ssh().workdir}/runs/bench"
         reply = transport.call("bench", {
             "base_url": base_url, "served_model": served_model, "workload": workload.model_dump(mode="json"),
             "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
-            "records_dir": host_records, "max_model_len": max_model_len, "timeout_s": timeout_s},
+            "records_dir": host_records, "max_model_len": max_model_len, "timeout_s": timeout_s,
+            "client_cpus": cpus.client_cpus if cpus else None},
             timeout_s=(timeout_s + OP_TIMEOUT_S) if timeout_s else 24 * 3600)
         return Measurement.model_validate(reply)

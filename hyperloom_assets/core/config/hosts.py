@@ -23,6 +23,8 @@ LOCAL = "local"
 HOSTS_FILE_ENV = "HYPERLOOM_HOSTS_FILE"
 # A host name becomes a Dagster tag value, a Celery queue and a folder name.
 HOST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+# Which CPUs the benchmark client gets on a CPU-only host (resources/hosts/cpu_pinning.py).
+CLIENT_CPUS_PATTERN = r"^(auto|off|\d+(,\d+)*)$"
 
 
 class LocalHostConfig(Frozen):
@@ -30,6 +32,8 @@ class LocalHostConfig(Frozen):
 
     kind: Literal["local"]
     python: Path | None = None  # the interpreter with the engine; default: this venv's
+    # "auto" (CPU-only hosts with 3+ CPUs: the client on the last CPU, the server on the rest), "off", or "2,3"
+    client_cpus: str = Field(default="auto", pattern=CLIENT_CPUS_PATTERN)
 
 
 class SshHostConfig(Frozen):
@@ -44,6 +48,7 @@ class SshHostConfig(Frozen):
     python: str = Field(min_length=1)  # on the host: the interpreter that has the engine
     workdir: str = Field(min_length=1)  # on the host: pidfiles, logs, request records
     connect_timeout_s: float = Field(default=10, gt=0)
+    client_cpus: str = Field(default="auto", pattern=CLIENT_CPUS_PATTERN)  # as LocalHostConfig's
 
 
 HostConfig = Annotated[Union[LocalHostConfig, SshHostConfig], Field(discriminator="kind")]

@@ -32,6 +32,13 @@ class ServerSpec(Strict):
     framework_tree: Path | None = None  # serve the engine's code from this checkout, not the venv's
 
 
+class CpuPlacement(Strict):
+    """Which CPUs the server and the benchmark client were given on a CPU-only host."""
+    server_cpus: list[int]
+    client_cpus: list[int]
+    reason: str  # "auto: ..." or "host config client_cpus=..."
+
+
 class LaunchRecord(Strict):
     """What was launched and what the engine says it ran with."""
     argv: list[str]
@@ -43,6 +50,7 @@ class LaunchRecord(Strict):
     evidence: dict[str, Any] | None = None  # None: the launch record was unreadable
     engine_version: str | None = None
     engine_path: str | None = None  # the file the server said its engine package came from
+    cpus: CpuPlacement | None = None  # None: server and client share every CPU
 
     @property
     def argv_text(self) -> str:
