@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from hyperloom_assets.sim.engine_args import EngineConfig
+from hyperloom_assets.sim.faults import Fault, misbehave
 from hyperloom_assets.sim.prompts import PromptError, PromptTokenizer, filler_text
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 
@@ -33,8 +34,10 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 class SimServer:
     def __init__(self, engine: SimEngine, config: EngineConfig, tokenizer: PromptTokenizer,
-                 time_scale: float, stream_interval_s: float):
+                 time_scale: float, stream_interval_s: float, fault: Fault | None = None):
         self.engine = engine
+        self.fault = fault or Fault()
+        self.received = 0  # completion requests, counted for the fault
         self.config = config
         self.tokenizer = tokenizer
         self.time_scale = time_scale
@@ -135,8 +138,11 @@ class SimServer:
             ids, max_tokens = self._read(body, chat)
         except PromptError as exc:
             return _error(400, str(exc))
-        request = self.submit(ids, max_tokens)
         reply = _Reply(body, chat, self.config.served_names[0], self.created)
+        self.received += 1
+        if self.fault.due(self.received):
+            return await misbehave(self.fault, http, self.received, reply.chunk(0, 1, False))
+        request = self.submit(ids, max_tokens)
         try:
             if body.get("stream"):
                 return await self._stream(http, request, reply)
