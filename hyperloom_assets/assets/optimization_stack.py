@@ -96,7 +96,7 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
     def optimization_stack(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet,
                            bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
                            trials: TrialsResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
-        target = catalog.target(context.partition_key)
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         base, top, argv = [], [], []
         with recorded_stops(context, store, "optimization_stack"):
