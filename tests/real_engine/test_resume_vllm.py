@@ -18,8 +18,7 @@ import psutil
 import pytest
 
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
-from tests.cli.test_faults_cli import climb_launches, instance_of, stop_mid_trial, store_of, wait_gone
-from tests.cli.test_job_execute import execute
+from benchmarks.support.job_runs import climb_launches, execute, instance_of, stop_mid_trial, store_of, wait_gone
 from tests.conftest import write_tiny_target
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.cli]
