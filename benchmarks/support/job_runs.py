@@ -55,9 +55,10 @@ def start(job: str, home: Path, targets: Path, log: Path) -> subprocess.Popen:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
 
 
-def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 2) -> int:
+def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 2,
+                   deadline_s: float = DEADLINE_S) -> int:
     """Until `trial` has a finished launch and its next server is up; returns that server's pid."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         assert process.poll() is None, f"the run ended early:\n{log.read_text()[-3000:]}"
         text = log.read_text()
@@ -70,7 +71,18 @@ def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int 
             if alive:
                 return alive[0]
         time.sleep(0.1)
-    raise AssertionError(f"never reached the middle of trial 2:\n{log.read_text()[-3000:]}")
+    raise AssertionError(f"never reached the middle of trial {trial}:\n{log.read_text()[-3000:]}")
+
+
+# Only the climb, in the run worker's own process (the implicit asset job's default
+# executor would put the step in a child process, and a kill of the parent would miss it).
+def materialize_climb(home: Path, targets: Path, log: Path, partition: str) -> subprocess.Popen:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
+    argv = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "hyperloom_assets.definitions",
+            "--select", "candidates,trials", "--partition", partition,
+            "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})]
+    with log.open("w") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
 
 
 def stop_mid_trial(process: subprocess.Popen, reach: Callable[[], int], stop: Callable[[], None],

@@ -10,6 +10,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
+import sqlalchemy as sa
+
 from hyperloom_assets.resources.store.results import ResultStore
 
 TRIALS_PER_RUN = 40
@@ -64,10 +66,22 @@ def damage(url: str, targets: list[str], trials: int = TRIALS_PER_RUN) -> dict[s
     return missing
 
 
+def fill_up(store: ResultStore) -> None:
+    """Cap the file at the pages it has: SQLite then answers SQLITE_FULL, as on a full disk."""
+    engine = store.engine()
+    with engine.connect() as conn:
+        pages = conn.execute(sa.text("PRAGMA page_count")).scalar()
+
+    @sa.event.listens_for(engine, "connect")
+    def _cap(dbapi_connection, _record) -> None:
+        dbapi_connection.execute(f"PRAGMA max_page_count = {pages}")
+
+    engine.dispose()
+
+
 def integrity(url: str) -> str:
     """SQLite's own verdict on the file ('ok'), or 'n/a' for another database."""
     if not url.startswith("sqlite"):
         return "n/a"
-    import sqlalchemy as sa
     with ResultStore(url=url).engine().connect() as conn:
         return json.dumps([row[0] for row in conn.execute(sa.text("PRAGMA integrity_check"))])[2:-2]

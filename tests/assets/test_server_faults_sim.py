@@ -17,7 +17,7 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.sim.launch_script import SCRIPT_ENV
-from tests.assets.test_faults_sim import FAST, QUIET, baseline_and_roofline, climb_context, variant, write_target
+from benchmarks.support.sim_climbs import FAST, QUIET, baseline_and_roofline, climb_context, variant, write_target
 from tests.assets.test_faults_sim import instance  # noqa: F401 - a fixture
 
 # Past the warm-up (4 requests) and into the first repeat (16): the fault lands mid-round.

@@ -8,34 +8,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from hyperloom_assets.assets.trials import run_climb
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.results import ResultStore, StoreWriteError
-from benchmarks.support.store_writers import damage, integrity, run_writers_at_once
-from tests.assets.test_faults_sim import FAST, QUIET, baseline_and_roofline, climb_context, variant, write_target
+from benchmarks.support.store_writers import damage, fill_up, integrity, run_writers_at_once
+from benchmarks.support.sim_climbs import FAST, QUIET, baseline_and_roofline, climb_context, variant, write_target
 from tests.assets.test_faults_sim import instance  # noqa: F401 - a fixture
 
 
 def read_only(path: Path) -> ResultStore:
     """The same file opened read-only by SQLite itself: a real read-only database, even for root."""
     return ResultStore(url=f"sqlite:///file:{path}?mode=ro&uri=true")
-
-
-def fill_up(store: ResultStore) -> None:
-    """Cap the file at the pages it has: SQLite then answers SQLITE_FULL, as on a full disk."""
-    engine = store.engine()
-    with engine.connect() as conn:
-        pages = conn.execute(sa.text("PRAGMA page_count")).scalar()
-
-    @sa.event.listens_for(engine, "connect")
-    def _cap(dbapi_connection, _record) -> None:
-        dbapi_connection.execute(f"PRAGMA max_page_count = {pages}")
-
-    engine.dispose()
 
 
 def a_look_and_its_measurement(store: ResultStore) -> None:
@@ -94,3 +80,16 @@ def test_two_runs_writing_one_fresh_sqlite_store_at_once_collide_on_nothing(tmp_
     assert damage(url, ["target-a", "target-b"]) == {"measurements": 0, "trials": 0, "looks_left": 0, "stops": 0,
                                                     "mismatched": 0}
     assert integrity(url) == "ok"
+
+
+def test_a_run_reads_its_target_from_the_snapshot_its_first_read_stored(tmp_path, store) -> None:
+    folder = tmp_path / "targets"
+    write_target(folder, FAST + ["--max-num-seqs", "4"], max_trials=3)
+    catalog = TargetCatalog(folder=str(folder))
+    assert catalog.run_target("sim", "run-1", store).max_trials == 3
+    write_target(folder, FAST + ["--max-num-seqs", "8"], max_trials=5)  # edited mid-run
+    again = catalog.run_target("sim", "run-1", store)
+    assert (again.max_trials, again.server_args[-1]) == (3, "4"), "every later step of run-1 sees the file as it was"
+    assert catalog.run_target("sim", "run-2", store).max_trials == 5, "the next run reads the edit"
+    (folder / "sim.yaml").unlink()
+    assert catalog.run_target("sim", "run-1", store).max_trials == 3, "even a deleted file"
