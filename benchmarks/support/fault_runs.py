@@ -1,0 +1,126 @@
+"""The fault matrix's rows that need a whole `dagster job execute` (or `dagster asset
+materialize`) run: stopped mid-trial by SIGTERM, by Dagster's Terminate or by SIGKILL,
+each resumed by the next run; and a target file edited while its run goes on."""
+
+from __future__ import annotations
+
+import re
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import yaml
+
+from benchmarks.support.fault_scenarios import leaked_servers, row, tiny_target_yaml
+from benchmarks.support.job_runs import (
+    DEADLINE_S, SLOW_TARGET, climb_launches, execute, instance_of, launches_after, materialize_climb, runs_of,
+    start, stop_mid_trial, store_of, wait_gone, wait_mid_trial, write_targets)
+from hyperloom_assets.cli.instance_config import write_instance_config
+
+
+def _ledger(home: Path, target: str) -> tuple[str, set[str], list[dict]]:
+    store = store_of(home)
+    context = store.measurements(target, "baseline")[0]["context_key"]
+    return context, {row["fingerprint"] for row in store.trials(context)}, store.looks(context)
+
+
+def _resume_counts(home: Path, target: str, before: tuple[str, set[str], list[dict]], resumed_run: str,
+                   resume_log: str) -> tuple[int, int]:
+    """(launches measured twice, records lost) after the resumed run finished."""
+    context, trials_before, looks_before = before
+    store = store_of(home)
+    trials = store.trials(context)
+    lost = len(trials_before - {t["fingerprint"] for t in trials})
+    replayed = len(re.findall(r": launch \d+ \([a-z]+\)[^\n]*replayed from the ledger", resume_log))
+    lost += max(0, len(looks_before) - replayed)
+    unfinished = [t for t in trials if t["fingerprint"] not in trials_before]
+    twice = climb_launches(store, resumed_run, target) - launches_after(unfinished, len(looks_before))
+    return max(0, twice), lost
+
+
+def stopped_sim_run(how: str) -> dict:
+    """SIGTERM, Terminate or SIGKILL mid-trial 2 on the sim, then the next run resumes."""
+    with tempfile.TemporaryDirectory(prefix="hyperloom-faults-") as folder:
+        root = Path(folder)
+        home, targets = root / "home", write_targets(root / "targets")
+        write_instance_config(home)
+        log = root / "first.log"
+        process = start("optimize_job", home, targets, log)
+        stops: dict[str, Callable[[], None]] = {
+            "SIGTERM": lambda: process.send_signal(signal.SIGTERM), "SIGKILL": process.kill,
+            "Terminate": lambda: _terminate(home)}
+        server, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home), stops[how],
+                                             wait_teardown=how != "SIGKILL")
+        stopped_reason = ",".join(r["stop_reason"] for r in store_of(home).stops("sim")) or "(none: killed)"
+        before = _ledger(home, "sim")
+        started = time.monotonic()
+        resumed = start("optimize_job", home, targets, root / "resumed.log")
+        recover_s = torn_down_s if torn_down_s is not None else wait_gone(server, DEADLINE_S) + 0.0
+        if how == "SIGKILL":
+            recover_s = time.monotonic() - started  # until the next run reaped the orphan
+        code = resumed.wait(timeout=DEADLINE_S)
+        text = (root / "resumed.log").read_text()
+        twice, lost = _resume_counts(home, "sim", before, runs_of(home)[-1].run_id, text)
+        leaked = leaked_servers(home / "hyperloom" / "pids") + int(psutil.pid_exists(server) and
+                                                                   psutil.Process(server).status() != "zombie")
+        return row(f"{how} mid-trial, then resume", "sim",
+                   f"{stopped_reason}; resumed run {'succeeded' if code == 0 else 'FAILED'}", leaked, twice, lost,
+                   recover_s, f"{len(before[1])} trial(s) and {len(before[2])} launch(es) recorded before the stop")
+
+
+def _terminate(home: Path) -> None:
+    with instance_of(home) as instance:
+        instance.run_launcher.terminate(instance.get_runs()[0].run_id)
+
+
+def target_edited_mid_run() -> dict:
+    with tempfile.TemporaryDirectory(prefix="hyperloom-faults-") as folder:
+        root = Path(folder)
+        home, targets = root / "home", write_targets(root / "targets", max_trials=1)
+        write_instance_config(home)
+        log = root / "run.log"
+        process = start("optimize_job", home, targets, log)
+        while not re.search(r"trial 1 [^\n]*: launch 1", log.read_text()) and process.poll() is None:
+            time.sleep(0.1)
+        edited = {**SLOW_TARGET, "max_trials": 1, "server_args": SLOW_TARGET["server_args"] + ["--seed", "7"],
+                  "sweep_concurrencies": [2, 8]}
+        (targets / "sim.yaml").write_text(yaml.safe_dump(edited))
+        code = process.wait(timeout=DEADLINE_S)
+        text = log.read_text()
+        launched = [r["argv"] for r in store_of(home).measurements("sim")]
+        took_edit = sum("--seed" in argv for argv in launched) + ("(concurrency 8)" in text)
+        return row("target file edited mid-run", "sim", f"run {'succeeded' if code == 0 else 'FAILED'}; "
+                   f"{took_edit} launch(es) or rung(s) took the edit", leaked_servers(home / "hyperloom" / "pids"),
+                   detail=f"{len(launched)} launches, all with the server_args the run started with"
+                   if not took_edit else "the edit leaked into the run")
+
+
+def vllm_killed_and_resumed(tiny_model: Path) -> dict:
+    """test_resume_vllm's scenario: the climb's worker SIGKILLed mid-trial on vLLM CPU, then resumed."""
+    with tempfile.TemporaryDirectory(prefix="hyperloom-faults-") as folder:
+        root = Path(folder)
+        home, targets = root / "home", root / "targets"
+        write_instance_config(home)
+        targets.mkdir()
+        (targets / "tiny.yaml").write_text(tiny_target_yaml(tiny_model))
+        done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        process = materialize_climb(home, targets, root / "killed.log", "tiny")
+        server, _ = stop_mid_trial(process, lambda: wait_mid_trial(process, root / "killed.log", home, trial=1,
+                                                                   deadline_s=600), process.kill, wait_teardown=False)
+        before = _ledger(home, "tiny")
+        started = time.monotonic()
+        resumed = materialize_climb(home, targets, root / "resumed.log", "tiny")
+        gone_s = wait_gone(server, 600)
+        recover_s = time.monotonic() - started if gone_s < 600 else float("inf")
+        code = resumed.wait(timeout=1200)
+        with instance_of(home) as instance:
+            resumed_run = instance.get_runs()[0].run_id
+        twice, lost = _resume_counts(home, "tiny", before, resumed_run, (root / "resumed.log").read_text())
+        leaked = leaked_servers(home / "hyperloom" / "pids") + int(gone_s >= 600)
+        return row("SIGKILL mid-trial, then resume", "vllm", f"(none: killed); resumed run "
+                   f"{'succeeded' if code == 0 else 'FAILED'}", leaked, twice, lost, recover_s,
+                   f"{len(before[2])} launch(es) of trial 1 recorded before the kill")
