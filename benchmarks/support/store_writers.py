@@ -9,16 +9,20 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import sqlalchemy as sa
 
 from hyperloom_assets.resources.store.results import ResultStore
 
 TRIALS_PER_RUN = 40
+STARTUP_S = 8.0  # time for every writer's interpreter to import, so they start writing together
+REPO = Path(__file__).resolve().parents[2]
 
 
-def write_like_a_run(url: str, target: str, trials: int = TRIALS_PER_RUN) -> None:
-    """One run's writes for `target`, as fast as the store takes them."""
+def write_like_a_run(url: str, target: str, trials: int = TRIALS_PER_RUN, start_at: float = 0.0) -> None:
+    """One run's writes for `target`, as fast as the store takes them, from `start_at` (epoch seconds) on."""
+    time.sleep(max(0.0, start_at - time.time()))  # every writer touches the store at the same moment
     store = ResultStore(url=url)
     context = f"ctx-{target}"
     for index in range(trials):
@@ -35,18 +39,20 @@ def write_like_a_run(url: str, target: str, trials: int = TRIALS_PER_RUN) -> Non
 
 
 def run_writers_at_once(url: str, targets: list[str], trials: int = TRIALS_PER_RUN) -> tuple[float, list[str]]:
-    """Each target's writer in its own process, started together: (wall seconds, their stderr tails on failure)."""
+    """Each target's writer in its own process, writing from one moment on: (wall seconds from that moment,
+    their stderr tails on failure)."""
     code = "import sys; from benchmarks.support.store_writers import write_like_a_run as w; " \
-           "w(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
+           "w(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))"
+    start_at = time.time() + STARTUP_S
     started = time.monotonic()
-    processes = [subprocess.Popen([sys.executable, "-c", code, url, target, str(trials)], stderr=subprocess.PIPE)
-                 for target in targets]
+    processes = [subprocess.Popen([sys.executable, "-c", code, url, target, str(trials), str(start_at)],
+                                  stderr=subprocess.PIPE, cwd=REPO) for target in targets]
     errors = []
     for process in processes:
         _, stderr = process.communicate(timeout=600)
         if process.returncode != 0:
             errors.append(stderr.decode(errors="replace")[-2000:])
-    return time.monotonic() - started, errors
+    return time.monotonic() - started - STARTUP_S, errors
 
 
 def damage(url: str, targets: list[str], trials: int = TRIALS_PER_RUN) -> dict[str, int]:
