@@ -16,7 +16,7 @@ import yaml
 
 from benchmarks.support.fault_scenarios import leaked_servers, row, tiny_target_yaml
 from benchmarks.support.job_runs import (
-    DEADLINE_S, SLOW_TARGET, climb_launches, execute, instance_of, launches_after, materialize_climb, runs_of,
+    DEADLINE_S, SLOW_TARGET, climb_launches, execute, instance_of, materialize_climb, runs_of,
     start, stop_mid_trial, store_of, wait_gone, wait_mid_trial, write_targets)
 from hyperloom_assets.cli.instance_config import write_instance_config
 
@@ -27,18 +27,28 @@ def _ledger(home: Path, target: str) -> tuple[str, set[str], list[dict]]:
     return context, {row["fingerprint"] for row in store.trials(context)}, store.looks(context)
 
 
+LOOK_LINE = re.compile(r"trial (\d+) [^\n]*: launch (\d+) \((\w+)\)([^\n]*)")
+
+
 def _resume_counts(home: Path, target: str, before: tuple[str, set[str], list[dict]], resumed_run: str,
-                   resume_log: str) -> tuple[int, int]:
-    """(launches measured twice, records lost) after the resumed run finished."""
+                   resume_log: str) -> tuple[int, int, str]:
+    """(launches measured twice, records lost, a note) once the resumed run finished.
+
+    Measured twice: a launch the resumed run measured although the ledger held it before
+    the stop (a finished trial's, or a recorded look of the interrupted one), read from the
+    run log's launch lines. Lost: a trial or a look recorded before the stop that the
+    resumed run neither kept nor replayed."""
     context, trials_before, looks_before = before
-    store = store_of(home)
-    trials = store.trials(context)
+    interrupted = len(trials_before) + 1  # the trial in progress at the stop (its looks are looks_before)
+    measured = [(int(t), int(k)) for t, k, _, rest in LOOK_LINE.findall(resume_log) if "replayed" not in rest]
+    replayed = [(int(t), int(k)) for t, k, _, rest in LOOK_LINE.findall(resume_log) if "replayed" in rest]
+    twice = sum(1 for t, k in measured if t < interrupted or (t == interrupted and k <= len(looks_before)))
+    trials = store_of(home).trials(context)
     lost = len(trials_before - {t["fingerprint"] for t in trials})
-    replayed = len(re.findall(r": launch \d+ \([a-z]+\)[^\n]*replayed from the ledger", resume_log))
-    lost += max(0, len(looks_before) - replayed)
-    unfinished = [t for t in trials if t["fingerprint"] not in trials_before]
-    twice = climb_launches(store, resumed_run, target) - launches_after(unfinished, len(looks_before))
-    return max(0, twice), lost
+    lost += max(0, len(looks_before) - sum(1 for t, _ in replayed if t == interrupted))
+    stored = climb_launches(store_of(home), resumed_run, target)
+    return twice, lost, f"the resumed run measured {len(measured)} launch(es) (stored: {stored}) and replayed " \
+                        f"{len(replayed)}"
 
 
 def stopped_sim_run(how: str) -> dict:
@@ -63,12 +73,13 @@ def stopped_sim_run(how: str) -> dict:
             recover_s = time.monotonic() - started  # until the next run reaped the orphan
         code = resumed.wait(timeout=DEADLINE_S)
         text = (root / "resumed.log").read_text()
-        twice, lost = _resume_counts(home, "sim", before, runs_of(home)[-1].run_id, text)
+        twice, lost, note = _resume_counts(home, "sim", before, runs_of(home)[-1].run_id, text)
         leaked = leaked_servers(home / "hyperloom" / "pids") + int(psutil.pid_exists(server) and
                                                                    psutil.Process(server).status() != "zombie")
         return row(f"{how} mid-trial, then resume", "sim",
                    f"{stopped_reason}; resumed run {'succeeded' if code == 0 else 'FAILED'}", leaked, twice, lost,
-                   recover_s, f"{len(before[1])} trial(s) and {len(before[2])} launch(es) recorded before the stop")
+                   recover_s, f"{len(before[1])} trial(s) and {len(before[2])} launch(es) recorded before the stop; "
+                   f"{note}")
 
 
 def _terminate(home: Path) -> None:
@@ -119,8 +130,11 @@ def vllm_killed_and_resumed(tiny_model: Path) -> dict:
         code = resumed.wait(timeout=1200)
         with instance_of(home) as instance:
             resumed_run = instance.get_runs()[0].run_id
-        twice, lost = _resume_counts(home, "tiny", before, resumed_run, (root / "resumed.log").read_text())
+        text = (root / "resumed.log").read_text()
+        twice, lost, note = _resume_counts(home, "tiny", before, resumed_run, text)
+        trial = store_of(home).trials(before[0])[-1]
+        note += f"; trial 1 {trial['outcome']}: {trial['record']['decision']['reason'][:120]}"
         leaked = leaked_servers(home / "hyperloom" / "pids") + int(gone_s >= 600)
         return row("SIGKILL mid-trial, then resume", "vllm", f"(none: killed); resumed run "
                    f"{'succeeded' if code == 0 else 'FAILED'}", leaked, twice, lost, recover_s,
-                   f"{len(before[2])} launch(es) of trial 1 recorded before the kill")
+                   f"{len(before[2])} launch(es) of trial 1 recorded before the kill; {note}")
