@@ -22,9 +22,8 @@ import aiohttp
 
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics, RequestRecord
-from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
-from hyperloom_assets.core.measurement.serving import BenchOvertime
+from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerError
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,
     Plan,
