@@ -68,9 +68,10 @@ def stopped_sim_run(how: str) -> dict:
         before = _ledger(home, "sim")
         started = time.monotonic()
         resumed = start("optimize_job", home, targets, root / "resumed.log")
-        recover_s = torn_down_s if torn_down_s is not None else wait_gone(server, DEADLINE_S) + 0.0
-        if how == "SIGKILL":
-            recover_s = time.monotonic() - started  # until the next run reaped the orphan
+        recover_s = torn_down_s
+        if recover_s is None:  # SIGKILL: the orphan runs until the next run reaps it
+            wait_gone(server, DEADLINE_S)
+            recover_s = time.monotonic() - started
         code = resumed.wait(timeout=DEADLINE_S)
         text = (root / "resumed.log").read_text()
         twice, lost, note = _resume_counts(home, "sim", before, runs_of(home)[-1].run_id, text)

@@ -71,7 +71,7 @@ class Bench:
         return Path(self.host.state_path()) / "pids"
 
     def target(self):
-        return TargetCatalog(folder=str(self.targets)).target(self.targets.glob("*.yaml").__next__().stem)
+        return TargetCatalog(folder=str(self.targets)).target(self.target_name())
 
     def climb_launch_gap(self, run_id: str, trials) -> int:
         """Launches stored for the run beyond what its trials say they launched."""
@@ -80,7 +80,7 @@ class Bench:
         return len(stored) - sum(t.launch_count for t in trials)
 
     def target_name(self) -> str:
-        return self.targets.glob("*.yaml").__next__().stem
+        return next(self.targets.glob("*.yaml")).stem
 
 
 @contextmanager
