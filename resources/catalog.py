@@ -8,6 +8,7 @@ import dagster as dg
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
 from hyperloom_assets.core.config.targets import HostNames, Target, TargetError, load_target, load_targets, targets_dir
+from hyperloom_assets.resources.store.results import ResultStore
 
 
 class TargetCatalog(dg.ConfigurableResource):
@@ -27,12 +28,21 @@ class TargetCatalog(dg.ConfigurableResource):
     def host_names(self) -> HostNames:
         return load_host_names(self.hosts_path())[0]
 
-    def target(self, name: str) -> Target:
-        """One target, fully checked (paths and host too); raises dagster.Failure naming file and field."""
+    def target(self, name: str, text: str | None = None) -> Target:
+        """One target, fully checked (paths and host too); raises dagster.Failure naming file and field.
+
+        `text`: the file's content as a run's snapshot holds it, instead of the file now."""
         try:
-            return load_target(self.path(), name, self.host_names())
+            return load_target(self.path(), name, self.host_names(), text)
         except TargetError as exc:
             raise dg.Failure(description=f"bad target file: {exc}", metadata={"problems": [str(p) for p in exc.problems]}) from exc
+
+    def run_target(self, name: str, run_id: str, store: ResultStore) -> Target:
+        """The target as the run's first step read it: its later steps see no edit made meanwhile."""
+        def read() -> str:
+            self.target(name)  # a missing or bad file fails here, naming it, before it is kept
+            return (self.path() / f"{name}.yaml").read_text()
+        return self.target(name, store.run_target(run_id, name, read))
 
     def all(self, check_paths: bool = False):
         return load_targets(self.path(), check_paths=check_paths, hosts=self.host_names())

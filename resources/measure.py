@@ -25,7 +25,7 @@ import dagster as dg
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
-from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import REQUEST_ERROR_CLASSES, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.resources.bench.client import BenchOvertime, RoundProgress
@@ -117,6 +117,10 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
             measurement = in_engine_time(spec, measurement)
             measuring_s = time.monotonic() - ready_at
     except ServerError as exc:
+        if exc.error_class in REQUEST_ERROR_CLASSES:  # ready, then misbehaved: the client's round failed
+            exc.argv = exc.argv or (launch.argv if launch else [])
+            log.warning("%s: the server misbehaved while measured (%s); its server is torn down", label,
+                        exc.error_class)
         record_failure(str(exc), exc.argv)
         raise
     except BenchOvertime as exc:

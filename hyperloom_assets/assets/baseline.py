@@ -243,7 +243,7 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition):
               description="One launch, a discarded warm-up, N repeats: the anchor and the workload contract.")
     def baseline(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                  store: ResultStore, envs: ReleaseEnvironments) -> Iterator[dg.Output | dg.AssetCheckResult]:
-        target = catalog.target(context.partition_key)
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         with recorded_stops(context, store, "baseline"):
             contract = workload_contract(target)  # bad input fails before a release env or a server

@@ -25,7 +25,7 @@ def build_candidates_asset(partitions: dg.PartitionsDefinition):
               description="The first plan: variants with fingerprint, provenance and reason, best first.")
     def candidates(context: AssetExecutionContext, catalog: TargetCatalog, store: ResultStore, hosts: HostFleet,
                    llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[list[Variant]]:
-        target = catalog.target(context.partition_key)
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
         settings = settings_for(target)
         if settings.asks_a_model:

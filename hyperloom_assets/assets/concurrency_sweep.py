@@ -32,7 +32,7 @@ def build_sweep_asset(partitions: dg.PartitionsDefinition):
                           bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
                           optimization_stack: StackResult) -> dg.Output[SweepResult]:
         name = context.partition_key
-        target = catalog.target(name)
+        target = catalog.run_target(name, context.run.run_id, store)
         host = hosts.for_target(target)
         ladder = target.sweep_ladder()
         run_tree = baseline.run_tree

@@ -56,7 +56,7 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
                      optimization_stack: StackResult, accepted_patches: AcceptedPatches,
                      concurrency_sweep: SweepResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         name = context.partition_key
-        target = catalog.target(name)
+        target = catalog.run_target(name, context.run.run_id, store)
         host = hosts.for_target(target)
         folder = step_dir(host, name, context.run.run_id, "report")
         inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,

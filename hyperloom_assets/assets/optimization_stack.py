@@ -106,7 +106,7 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
                            bench: BenchmarkClient, store: ResultStore, baseline: BaselineResult,
                            trials: TrialsResult, accepted_patches: AcceptedPatches,
                            ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-        target = catalog.target(context.partition_key)
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         base, top, argv = [], [], []
         with recorded_stops(context, store, "optimization_stack"):

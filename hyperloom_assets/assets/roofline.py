@@ -14,6 +14,7 @@ from hyperloom_assets.core.roofline.roofline import achieved, kv_cache_dtype_fro
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.hardware import target_hardware
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.store.results import ResultStore
 
 
 def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
@@ -32,9 +33,9 @@ def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
 def build_roofline_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="baseline",
               description="The decode ceiling for this model, workload and hardware; achieved share of it.")
-    def roofline(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet,
+    def roofline(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, store: ResultStore,
                  baseline: BaselineResult) -> dg.Output[RooflineResult]:
-        target = catalog.target(context.partition_key)
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         result = compute_roofline(target, baseline, host)
         for warning in result.warnings:

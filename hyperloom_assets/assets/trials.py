@@ -54,7 +54,7 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
     def trials(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                store: ResultStore, llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult,
                candidates: list[Variant]) -> dg.Output[TrialsResult]:
-        target = catalog.target(context.partition_key)
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         settings = settings_for(target)
         rounds = RoundInputs(context, target, host, llm, store, baseline, roofline, settings) \

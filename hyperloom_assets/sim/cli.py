@@ -92,6 +92,8 @@ def serve_main(argv: list[str]) -> int:
     print(log_line(config, f"GPU KV cache size: {engine.kv_tokens:,} tokens", "kv_cache_utils.py:1"), flush=True)
     print(log_line(config, f"Maximum concurrency for {engine.max_model_len:,} tokens per request: "
                            f"{engine.kv_tokens / engine.max_model_len:.2f}x", "kv_cache_utils.py:2"), flush=True)
+    if scripted.fault is not None:
+        args.fault, args.fault_after_requests = scripted.fault, scripted.fault_after_requests
     asyncio.run(_serve(engine, config, args, model_dir, output_salt(argv, flavor, args.alter_outputs_with)))
     return 0
 
@@ -99,12 +101,14 @@ def serve_main(argv: list[str]) -> int:
 async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt: str) -> None:  # noqa: ANN001
     from aiohttp import web
 
+    from hyperloom_assets.sim.faults import Fault
     from hyperloom_assets.sim.launch_record import log_line
     from hyperloom_assets.sim.prompts import PromptTokenizer
     from hyperloom_assets.sim.server import SimServer
 
     tokenizer = PromptTokenizer(model_dir, config.tokenizer)
-    server = SimServer(engine, config, tokenizer, args.time_scale, args.stream_interval_ms / 1000.0, salt)
+    server = SimServer(engine, config, tokenizer, args.time_scale, args.stream_interval_ms / 1000.0, salt,
+                       Fault(kind=args.fault, after_requests=args.fault_after_requests))
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.add_routes(server.routes())
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

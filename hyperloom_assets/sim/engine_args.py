@@ -22,7 +22,10 @@ FLAVORS = ("vllm", "sglang", "atom")
 _HARNESS_FLAGS: dict[str, bool] = {
     "--gpu": True, "--time-scale": True, "--noise-pct": True, "--seed": True, "--flavor": True,
     "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True, "--alter-outputs-with": True,
+    "--fault": True, "--fault-after-requests": True,
 }
+# A server that misbehaves once it has served --fault-after-requests requests (sim/faults.py).
+FAULTS = ("exit", "stall", "http-500", "malformed-chunk", "drop-connection")
 # ATOM serves HTTP on --server-port; its --port is the engine's internal port, an engine arg.
 HTTP_PORT_FLAGS = {"vllm": "--port", "sglang": "--port", "atom": "--server-port"}
 ATOM_DEFAULT_CAPTURE_SIZES = "[1,2,4,8,16,32,48,64,128,256,512]"
@@ -210,6 +213,10 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
     parser.add_argument("--alter-outputs-with", default="",
                         help="engine flags, comma-separated and without their dashes (kv-cache-dtype), "
                              "that change the synthetic model's outputs when given")
+    parser.add_argument("--fault", choices=FAULTS, default=None,
+                        help="misbehave from request --fault-after-requests + 1 on (sim/faults.py)")
+    parser.add_argument("--fault-after-requests", type=int, default=0,
+                        help="requests served normally before the fault starts")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:

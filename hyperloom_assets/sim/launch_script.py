@@ -10,6 +10,9 @@ removes it:
   all the way through: every step takes 1/1.08 of its modelled time (as if the launch
   had landed on a better-behaved GPU), whatever the time scale.
 - `crash`: this launch exits at startup with a fatal error, as an engine that dies does.
+- `exit@10`, `stall@10`, ...: this launch misbehaves from its 11th request on, as the
+  `--fault KIND --fault-after-requests 10` flags say (sim/faults.py), so a test can give
+  one trial's server a fault that the target's other launches do not have.
 
 A missing or empty file, or no variable, means a plain launch. It is a harness hook, not
 an engine arg: it is never in the argv, so it never becomes a candidate.
@@ -22,6 +25,7 @@ import os
 from pathlib import Path
 
 from hyperloom_assets.core.models import Frozen
+from hyperloom_assets.sim.engine_args import FAULTS
 
 SCRIPT_ENV = "HYPERLOOM_SIM_LAUNCH_SCRIPT"
 
@@ -29,6 +33,8 @@ SCRIPT_ENV = "HYPERLOOM_SIM_LAUNCH_SCRIPT"
 class LaunchEntry(Frozen):
     speed: float = 1.0  # modelled step time per actual step time: 1.08 is an 8% luckier launch
     crash: bool = False
+    fault: str | None = None  # one of engine_args.FAULTS
+    fault_after_requests: int = 0
 
 
 class LaunchOffset:
@@ -47,6 +53,11 @@ def parse_entry(line: str) -> LaunchEntry:
         return LaunchEntry()
     if text == "crash":
         return LaunchEntry(crash=True)
+    if "@" in text:
+        kind, _, after = text.partition("@")
+        if kind not in FAULTS or not after.isdigit():
+            raise ValueError(f"{SCRIPT_ENV}: expected a fault as KIND@N with KIND one of {FAULTS}, got {text!r}")
+        return LaunchEntry(fault=kind, fault_after_requests=int(after))
     try:
         pct = float(text)
     except ValueError as exc:

@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from hyperloom_assets.sim.engine_args import EngineConfig
+from hyperloom_assets.sim.faults import Fault, misbehave
 from hyperloom_assets.sim.prompts import PromptError, PromptTokenizer, filler_text
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 from hyperloom_assets.sim.synthetic_model import CANDIDATES, Step, generate
@@ -35,9 +36,11 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 class SimServer:
     def __init__(self, engine: SimEngine, config: EngineConfig, tokenizer: PromptTokenizer,
-                 time_scale: float, stream_interval_s: float, output_salt: str = ""):
+                 time_scale: float, stream_interval_s: float, output_salt: str = "", fault: Fault | None = None):
         self.engine = engine
         self.output_salt = output_salt  # non-empty: a flag named by --alter-outputs-with was given
+        self.fault = fault or Fault()
+        self.received = 0  # completion requests, counted for the fault
         self.config = config
         self.tokenizer = tokenizer
         self.time_scale = time_scale
@@ -148,6 +151,9 @@ class SimServer:
                 reply.steps = self._greedy(body, ids, max_tokens)
         except PromptError as exc:
             return _error(400, str(exc))
+        self.received += 1
+        if self.fault.due(self.received):
+            return await misbehave(self.fault, http, self.received, reply.chunk(0, 1, False))
         request = self.submit(ids, max_tokens)
         try:
             if body.get("stream"):

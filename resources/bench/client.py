@@ -13,19 +13,26 @@ from hyperloom_assets.resources.bench.runner import (
     BenchOvertime,
     BenchRunError,
     ProgressFn,
+    RoundFailed,
     RoundProgress,
     measure,
     measure_async,
     model_max_len,
     model_vocab_size,
 )
+from hyperloom_assets.resources.bench.stream import DEFAULT_SOCK_READ_TIMEOUT_S
 
-__all__ = ["BenchmarkClient", "BenchInputError", "BenchOvertime", "BenchRunError", "ProgressFn", "RoundProgress",
+__all__ = ["BenchmarkClient", "BenchInputError", "BenchOvertime", "BenchRunError", "ProgressFn", "RoundFailed", "RoundProgress",
            "measure", "measure_async", "model_max_len", "model_vocab_size"]
 
 
 class BenchmarkClient(ConfigurableResource):
-    """Measures an OpenAI-compatible server: warm-up, then repeats, per DESIGN.md."""
+    """Measures an OpenAI-compatible server: warm-up, then repeats, per DESIGN.md.
+
+    `stall_timeout_s`: a stream silent this long is a stalled request (error class `stalled`).
+    """
+
+    stall_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S
 
     def measure(self, base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int,
                 warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
@@ -34,4 +41,4 @@ class BenchmarkClient(ConfigurableResource):
         """`timeout_s` bounds the whole measurement (BenchOvertime past it); `progress` follows each round."""
         return measure(base_url, served_model, workload, vocab_size, repeats=repeats, warmups=warmups,
                        num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len,
-                       timeout_s=timeout_s, progress=progress)
+                       timeout_s=timeout_s, progress=progress, sock_read_timeout_s=self.stall_timeout_s)

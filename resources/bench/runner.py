@@ -23,7 +23,7 @@ import aiohttp
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
-from hyperloom_assets.core.measurement.serving import BenchOvertime
+from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerError
 from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,
@@ -55,7 +55,35 @@ class BenchInputError(ValueError):
 
 
 class BenchRunError(RuntimeError):
-    """A round in which no request succeeded: the server or the model name is wrong."""
+    """A round that is not a measurement: a request failed (the server or the model name is wrong)."""
+
+
+class RoundFailed(BenchRunError, ServerError):
+    """Requests of a round failed against a server that was ready: a ServerError with the
+    class of the failure, so a trial records FAILED with it and a baseline retries."""
+
+    def __init__(self, error_class: str, message: str):
+        ServerError.__init__(self, error_class, message)
+
+
+def round_error_class(failures: list[RequestRecord]) -> str:
+    """A server that stopped answering explains every other failure of its round; else the commonest class."""
+    classes = [record.error_class or "bad_response" for record in failures]
+    if "server_gone" in classes:
+        return "server_gone"
+    return max(sorted(set(classes)), key=classes.count)
+
+
+def check_round(records: list[RequestRecord], what: str, url: str) -> None:
+    """RoundFailed unless every request of the round succeeded: a partial round measures a broken server."""
+    failures = [record for record in records if not record.ok]
+    if not failures and records:
+        return
+    if not records:
+        raise RoundFailed("bad_response", f"no {what} request was sent to {url}")
+    every = f"every {what} request" if len(failures) == len(records) else \
+        f"{len(failures)} of {len(records)} {what} requests"
+    raise RoundFailed(round_error_class(failures), f"{every} failed against {url}: {_first_error(failures)}")
 
 
 class RoundProgress(Strict):
@@ -197,8 +225,7 @@ async def _rounds(base_url: str, served_model: str, workload: Workload, warm: Pl
             records, duration, _ = await run_round(session, url, served_model, warm, workload.concurrency, None, 0,
                                                    "warm-up", progress)
             _write_records(records_dir, "warmup", records)
-            if not any(r.ok for r in records):
-                raise BenchRunError(f"every warm-up request failed against {url}: {_first_error(records)}")
+            check_round(records, "warm-up", url)
             _report(progress, "warm-up", records, duration, repeat_metrics(records, duration, slo))
         scraper = TelemetryScraper(session, base_url)  # the server's own counters over the measured rounds
         await scraper.start()
@@ -220,9 +247,8 @@ async def _measured_rounds(session, url: str, served_model: str, workload: Workl
                                                   workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"),
                                                   label, progress)
         _write_records(records_dir, label, records)
+        check_round(records, f"repeat {index}", url)
         metrics = repeat_metrics(records, duration, slo)
-        if metrics.completed == 0:
-            raise BenchRunError(f"every request of repeat {index} failed against {url}: {_first_error(records)}")
         _report(progress, label, records, duration, metrics)
         rounds.append(metrics)
         loads.append(load)
@@ -257,11 +283,12 @@ def _run(coro: Any) -> Any:
 def measure(base_url: str, served_model: str, workload: Workload, vocab_size: int, repeats: int = 1,
             warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
             max_model_len: int | None = None, timeout_s: float | None = None,
-            progress: ProgressFn | None = None) -> Measurement:
+            progress: ProgressFn | None = None,
+            sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S) -> Measurement:
     """The synchronous face of measure_async, safe to call from inside a running loop."""
     coro = measure_async(base_url, served_model, workload, vocab_size, repeats=repeats, warmups=warmups,
                          num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len,
-                         timeout_s=timeout_s, progress=progress)
+                         sock_read_timeout_s=sock_read_timeout_s, timeout_s=timeout_s, progress=progress)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -105,29 +105,41 @@ async def _read_stream(response: aiohttp.ClientResponse, state: _StreamState) ->
         state.on_data(pending[5:].strip())
 
 
+def error_class_of(exc: BaseException) -> str:
+    """Which way a request failed, from the exception aiohttp or the stream parser raised."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "server_gone"  # refused: nothing listens on the port any more
+    if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
+        return "stalled"
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+        return "malformed_stream"
+    return "connection_dropped"  # disconnected, reset, a payload cut short
+
+
 async def send_request(session: aiohttp.ClientSession, url: str, model: str,
                        request: PlannedRequest, round_start: float) -> RequestRecord:
-    """Send one planned request and time it; failures become records, never exceptions."""
+    """Send one planned request and time it; failures become records (with their class), never exceptions."""
     base = dict(prompt_tokens=len(request.prompt_ids), session_id=request.session_id,
                 turn=request.turn if request.session_id is not None else None)
     start = time.perf_counter()
     state = _StreamState(start)
     error: str | None = None
+    error_class = "bad_response"
     try:
         async with session.post(url, json=request_payload(model, request)) as response:
             if response.status != 200:
                 body = (await response.text())[:300]
-                error = f"HTTP {response.status}: {body}"
+                error, error_class = f"HTTP {response.status}: {body}", "http_error"
             else:
                 await _read_stream(response, state)
     except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error, error_class = f"{type(exc).__name__}: {exc}", error_class_of(exc)
     start_s = start - round_start
     if error is None and state.first == 0.0:
         error = "the stream ended without a single token"
     if error is None:
         error = _usage_error(state.usage, request)
     if error is not None:
-        return RequestRecord(ok=False, start_s=start_s, error=error, **base)
+        return RequestRecord(ok=False, start_s=start_s, error=error, error_class=error_class, **base)
     return RequestRecord(ok=True, output_tokens=request.output_tokens, start_s=start_s,
                          ttft_s=state.first - start, e2el_s=state.last - start, itl_s=state.gaps, **base)

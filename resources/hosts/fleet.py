@@ -62,10 +62,10 @@ class HostFleet(dg.ConfigurableResource):
         return self.host(target.host)
 
     def run_host(self, run: dg.DagsterRun | None) -> str | None:
-        """The host a run serves on: its target's, read afresh from the target file."""
+        """The host a run serves on: its target's, from the run's snapshot of the target file."""
         if run is None or PARTITION_TAG not in run.tags:
             return None
-        return self.catalog.target(run.tags[PARTITION_TAG]).host
+        return self.catalog.run_target(run.tags[PARTITION_TAG], run.run_id, self.store).host
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["HostFleet"]:

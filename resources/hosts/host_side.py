@@ -9,6 +9,7 @@ pidfile, wait for readiness watching the log and the process, tear it down.
 from __future__ import annotations
 
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +36,9 @@ from hyperloom_assets.resources.hosts.process_group import ServerProcess, launch
 LOG_TAIL_LINES = 40
 STILL_STARTING_NOTE_S = 30.0
 HEALTH_POLL_S = 0.5
+# What every engine's server prints when its port was taken after preflight found it free:
+# the OS's EADDRINUSE, as Python words it (uvicorn, aiohttp and vLLM's own socket alike).
+BIND_FAILURE = re.compile(r"address already in use", re.IGNORECASE)
 SERVE_HOST = "127.0.0.1"
 
 
@@ -130,6 +134,8 @@ def _startup_failure(log_text: str, engine: EngineSpec, exited: bool) -> tuple[s
     argv_error = engine.argv_error(log_text)
     if argv_error and exited:
         return "argv_invalid", f"the engine rejected its arguments ({argv_error!r})"
+    if BIND_FAILURE.search(log_text):
+        return "port_in_use", "the engine could not bind its port: address already in use"
     fatal = engine.fatal(log_text)
     if fatal:
         return "crash", f"fatal marker in the server log: {fatal!r}"

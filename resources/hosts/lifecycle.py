@@ -108,31 +108,30 @@ def _launch_plan(transport: Transport, host: str, spec: ServerSpec, python: Path
     return prepared, server_argv(engine, python, spec.model, prepared.port, spec.server_args, prepared.installed)
 
 
+PORT_ATTEMPTS = 3  # launches on fresh ports when the one preflight gave was taken before the engine bound it
+
+
 @contextmanager
 def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, run_dir: Path,
              label: str | None = None) -> Iterator[LaunchRecord]:
     """A ready server for `spec` on the transport's host, torn down when the block ends; `label` names it in the log."""
-    prepared, argv = _launch_plan(transport, host, spec, python)
     engine, run_dir, name = engine_for(spec.engine), Path(run_dir), label or spec.engine
     host_dir = transport.host_dir(run_dir)
-    host_log = f"{host_dir}/server.log"
-    cpus = prepared.cpus
-    started = transport.start(argv, spec, host_log, cpus.server_cpus if cpus else None)
-    began = time.monotonic()
-    try:
-        timeout_s = spec.startup_timeout_s or prepared.startup_timeout_s
-        log.info("%s: starting %s server on host %r (pid %d, port %d); ready within %.0f s or it fails",
-                 name, spec.engine, host, pid_record(started).pid, prepared.port, timeout_s)
-        if cpus is not None:
-            log.info("%s: server on CPUs %s, benchmark client on CPUs %s (%s)", name, cpus.server_cpus,
-                     cpus.client_cpus, cpus.reason)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        prepared, argv = _launch_plan(transport, host, spec, python)
+        cpus = prepared.cpus
+        started = transport.start(argv, spec, f"{host_dir}/server.log", cpus.server_cpus if cpus else None)
         try:
-            transport.wait_ready(started, spec, prepared.port, host_log, timeout_s, argv,
-                                 lambda waited_s: log.info("%s: server still starting after %.0f s", name, waited_s))
-        finally:
-            transport.fetch(host_dir, run_dir)
-        ready_s = time.monotonic() - began
-        log.info("%s: server ready in %.1f s", name, ready_s)
+            ready_s = _wait_ready(transport, host, spec, prepared, started, argv, name, run_dir)
+            break
+        except BaseException as error:
+            with signals_deferred():  # a teardown cut short by a repeated cancel would leave the server behind
+                _teardown(transport, host, started, host_dir, run_dir)
+            if not (isinstance(error, ServerError) and error.error_class == "port_in_use" and attempt < PORT_ATTEMPTS):
+                raise
+            log.warning("%s: port %d was taken between preflight and launch; launching again on another port "
+                        "(attempt %d of %d)", name, prepared.port, attempt + 1, PORT_ATTEMPTS)
+    try:
         log_path = run_dir / "server.log"
         log_text = log_path.read_text(errors="replace")
         engine_path = served_engine_path(spec, engine, log_text, argv)  # a tree launch that ran other code fails here
@@ -143,8 +142,29 @@ def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, ru
             engine_version=identity(engine, prepared.installed), engine_path=engine_path, cpus=cpus,
         )
     finally:
-        with signals_deferred():  # a teardown cut short by a repeated cancel would leave the server behind
+        with signals_deferred():
             _teardown(transport, host, started, host_dir, run_dir)
+
+
+def _wait_ready(transport: Transport, host: str, spec: ServerSpec, prepared: host_side.Prepared, started: object,
+                argv: list[str], name: str, run_dir: Path) -> float:
+    """Seconds from the start until the server answered; ServerError when it never did."""
+    began = time.monotonic()
+    timeout_s = spec.startup_timeout_s or prepared.startup_timeout_s
+    host_dir = transport.host_dir(run_dir)
+    log.info("%s: starting %s server on host %r (pid %d, port %d); ready within %.0f s or it fails",
+             name, spec.engine, host, pid_record(started).pid, prepared.port, timeout_s)
+    if prepared.cpus is not None:
+        log.info("%s: server on CPUs %s, benchmark client on CPUs %s (%s)", name, prepared.cpus.server_cpus,
+                 prepared.cpus.client_cpus, prepared.cpus.reason)
+    try:
+        transport.wait_ready(started, spec, prepared.port, f"{host_dir}/server.log", timeout_s, argv,
+                             lambda waited_s: log.info("%s: server still starting after %.0f s", name, waited_s))
+    finally:
+        transport.fetch(host_dir, run_dir)
+    ready_s = time.monotonic() - began
+    log.info("%s: server ready in %.1f s", name, ready_s)
+    return ready_s
 
 
 def _teardown(transport: Transport, host: str, started: object, host_dir: str, run_dir: Path) -> None:

@@ -5,13 +5,23 @@ store lives beside Dagster's own state and survives re-execution. The trial ledg
 keyed by (context, fingerprint): within a context nothing is measured twice. The looks
 table holds each finished launch of a trial still in progress, so a run killed
 mid-trial resumes it; recording the finished trial drops them in the same transaction.
-Every run's stop reason lands in `stops`, whichever way it stopped.
+Every run's stop reason lands in `stops`, whichever way it stopped. A run's target file
+is kept in `target_snapshots` as its first step read it, and every later step of the run
+reads that copy, so an edit mid-run waits for the next run.
+
+Every write is one transaction: a write that fails (a full disk, a read-only database)
+rolls back whole and raises StoreWriteError naming the store and what it was recording,
+so nothing already recorded is lost. Several runs may write one store at once: SQLite
+waits for another writer's lock instead of failing, and two processes creating the
+tables at once do not trip over each other.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +30,7 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
-from hyperloom_assets.resources.store.database import check_connects, postgres_url, with_psycopg2
+from hyperloom_assets.resources.store.database import check_connects, postgres_url, shown, with_psycopg2
 
 METADATA = sa.MetaData()
 
@@ -102,6 +112,26 @@ STACKS = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+TARGET_SNAPSHOTS = sa.Table(
+    "target_snapshots", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("target", sa.String, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),  # the target file as the run's first step read it
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("run_id", "target", name="one_snapshot_per_run"),
+)
+
+SQLITE_LOCK_WAIT_S = 60  # another run's write transaction is waited for this long, not failed at once
+
+
+class StoreWriteError(RuntimeError):
+    """A write to the result store failed and was rolled back; the message names the store and the record."""
+
+
+def _reason(error: sa.exc.SQLAlchemyError) -> str:
+    return (str(getattr(error, "orig", None) or error).strip().splitlines() or ["unknown"])[0]
+
 
 # The launch means of every config a run launched more than once, by the host, engine and
 # model that served them: later runs pool them into their launch-noise estimate.
@@ -140,16 +170,33 @@ class ResultStore(dg.ConfigurableResource):
     url: str | None = None
     _engine: sa.Engine | None = PrivateAttr(default=None)
 
+    def resolved_url(self) -> str:
+        return with_psycopg2(self.url) if self.url else default_store_url()
+
     def engine(self) -> sa.Engine:
         if self._engine is None:
-            url = with_psycopg2(self.url) if self.url else default_store_url()
-            if url.startswith("sqlite:///"):
-                Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            url = self.resolved_url()
+            if url.startswith("sqlite:"):
+                path = url.removeprefix("sqlite:///").split("?")[0].removeprefix("file:")
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                engine = sa.create_engine(url, connect_args={"timeout": SQLITE_LOCK_WAIT_S})
             else:
                 check_connects(url, "result store")
-            self._engine = sa.create_engine(url)
-            METADATA.create_all(self._engine)
+                engine = sa.create_engine(url)
+            _create_tables(engine, url)
+            self._engine = engine
         return self._engine
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[sa.Connection]:
+        """One transaction recording `what`; StoreWriteError (after the rollback) when it fails."""
+        try:
+            with self.engine().begin() as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as error:
+            raise StoreWriteError(f"result store {shown(self.resolved_url())}: could not record {what}; "
+                                  f"this transaction was rolled back and earlier records are intact: "
+                                  f"{_reason(error)}") from error
 
     def record_measurement(self, *, target: str, kind: str, argv: list[str], env: dict[str, str],
                            started_at: datetime, measurement: dict | None = None, evidence: dict | None = None,
@@ -159,7 +206,7 @@ class ResultStore(dg.ConfigurableResource):
                    argv=json.dumps(argv), env=json.dumps(env), evidence=json.dumps(evidence),
                    log_path=log_path, measurement=json.dumps(measurement) if measurement else None,
                    error=error, started_at=started_at, finished_at=_now())
-        with self.engine().begin() as conn:
+        with self._writing(f"a {kind} measurement of {target}") as conn:
             return int(conn.execute(MEASUREMENTS.insert().values(**row)).inserted_primary_key[0])
 
     def measurements(self, target: str, kind: str | None = None) -> list[dict[str, Any]]:
@@ -174,7 +221,7 @@ class ResultStore(dg.ConfigurableResource):
         row = dict(context_key=context_key, target=target, fingerprint=fingerprint, run_id=run_id,
                    variant=json.dumps(variant), outcome=outcome, record=json.dumps(record),
                    measurement_id=measurement_id, created_at=_now())
-        with self.engine().begin() as conn:
+        with self._writing(f"trial {fingerprint} of {target} ({outcome})") as conn:
             conn.execute(TRIALS.delete().where(TRIALS.c.context_key == context_key, TRIALS.c.fingerprint == fingerprint))
             conn.execute(TRIALS.insert().values(**row))
             conn.execute(LOOKS.delete().where(LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint))
@@ -189,7 +236,7 @@ class ResultStore(dg.ConfigurableResource):
         row = dict(context_key=context_key, fingerprint=fingerprint, look=look, run_id=run_id,
                    record=json.dumps(record), created_at=_now())
         where = (LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint, LOOKS.c.look == look)
-        with self.engine().begin() as conn:
+        with self._writing(f"launch {look} of trial {fingerprint}") as conn:
             conn.execute(LOOKS.delete().where(*where))
             conn.execute(LOOKS.insert().values(**row))
 
@@ -203,7 +250,7 @@ class ResultStore(dg.ConfigurableResource):
 
     def record_stop(self, *, target: str, stop_reason: str, detail: str = "", run_id: str | None = None) -> None:
         row = dict(target=target, run_id=run_id, stop_reason=stop_reason, detail=detail, created_at=_now())
-        with self.engine().begin() as conn:
+        with self._writing(f"stop reason {stop_reason} of {target}") as conn:
             conn.execute(STOPS.insert().values(**row))
 
     def stops(self, target: str | None = None) -> list[dict[str, Any]]:
@@ -216,7 +263,7 @@ class ResultStore(dg.ConfigurableResource):
     def record_baseline_attempt(self, *, target: str, fingerprint: str, outcome: str, detail: str = "",
                                 run_id: str | None = None) -> None:
         row = dict(target=target, fingerprint=fingerprint, outcome=outcome, detail=detail, run_id=run_id, created_at=_now())
-        with self.engine().begin() as conn:
+        with self._writing(f"a baseline attempt of {target} ({outcome})") as conn:
             conn.execute(BASELINE_ATTEMPTS.insert().values(**row))
 
     def baseline_attempts(self, target: str) -> list[dict[str, Any]]:
@@ -228,7 +275,7 @@ class ResultStore(dg.ConfigurableResource):
                      run_id: str | None = None) -> None:
         row = dict(target=target, context_key=context_key, run_id=run_id, keepers=json.dumps(keepers),
                    result=json.dumps(result), created_at=_now())
-        with self.engine().begin() as conn:
+        with self._writing(f"the validated stack of {target}") as conn:
             conn.execute(STACKS.insert().values(**row))
 
     def record_launch_noise(self, *, noise_key: str, target: str, run_id: str | None,
@@ -237,7 +284,7 @@ class ResultStore(dg.ConfigurableResource):
         rows = [dict(noise_key=noise_key, target=target, run_id=run_id, config=config, launch_means=json.dumps(means),
                      created_at=_now()) for config, means in launch_means.items() if len(means) >= 2]
         if rows:
-            with self.engine().begin() as conn:
+            with self._writing(f"the launch noise of run {run_id}") as conn:
                 conn.execute(LAUNCH_NOISE.insert(), rows)
 
     def launch_noise_history(self, noise_key: str, max_age: timedelta) -> list[list[float]]:
@@ -256,6 +303,38 @@ class ResultStore(dg.ConfigurableResource):
         with self.engine().connect() as conn:
             row = conn.execute(query).first()
         return _decode(dict(row._mapping), ("keepers", "result")) if row else None
+
+    def run_target(self, run_id: str, target: str, read: Callable[[], str]) -> str:
+        """The run's copy of its target file: the one stored, else `read()` stored now (first writer wins)."""
+        query = sa.select(TARGET_SNAPSHOTS.c.text).where(TARGET_SNAPSHOTS.c.run_id == run_id,
+                                                          TARGET_SNAPSHOTS.c.target == target)
+        with self.engine().connect() as conn:
+            stored = conn.execute(query).scalar()
+        if stored is not None:
+            return stored
+        text = read()
+        try:
+            with self._writing(f"the target file snapshot of {target} for run {run_id}") as conn:
+                conn.execute(TARGET_SNAPSHOTS.insert().values(run_id=run_id, target=target, text=text,
+                                                              created_at=_now()))
+        except StoreWriteError as error:
+            if not isinstance(error.__cause__, sa.exc.IntegrityError):
+                raise
+        with self.engine().connect() as conn:  # another step of the run may have stored its copy first
+            return conn.execute(query).scalar_one()
+
+
+def _create_tables(engine: sa.Engine, url: str) -> None:
+    """Create missing tables; another process creating them at the same moment is not an error."""
+    for attempt in range(3):
+        try:
+            METADATA.create_all(engine)
+            return
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as error:
+            racing = "already exists" in str(error) or "duplicate key" in str(error)
+            if attempt == 2 or not racing:
+                raise StoreWriteError(f"result store {shown(url)}: could not create its tables: "
+                                      f"{_reason(error)}") from error
 
 
 def _decode(row: dict[str, Any], json_columns: tuple[str, ...]) -> dict[str, Any]:

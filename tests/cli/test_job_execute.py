@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from benchmarks.support.job_runs import execute
 from tests.assets.test_checks_sim import CHECKS
 from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_metadata, write_target
 from tests.conftest import write_tiny_target
 
 pytestmark = pytest.mark.cli
-
-
-def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
-    argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
-            "--tags", json.dumps({"dagster/partition": partition})]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=home)
 
 
 def stored_checks(home: Path, partition: str) -> dict[str, bool]:

@@ -210,15 +210,16 @@ def _tree_problems(target: Target, file: str) -> list[TargetProblem]:
     return problems
 
 
-def parse_target(path: Path, check_paths: bool = True,
-                 hosts: HostNames | None = None) -> tuple[Target | None, list[TargetProblem]]:
+def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None = None,
+                 text: str | None = None) -> tuple[Target | None, list[TargetProblem]]:
     """Read and validate one target file; paths resolve against the folder's parent.
 
-    With `hosts`, a target naming a host that is not among them is a problem too.
+    With `hosts`, a target naming a host that is not among them is a problem too. With
+    `text`, that is the file's content (a run's snapshot of it), and the file is not read.
     """
     file = str(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text() if text is None else text)
     except (OSError, yaml.YAMLError) as exc:
         return None, [TargetProblem(file=file, field="(file)", expected=f"a readable YAML mapping ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")]
     if not isinstance(raw, dict):
@@ -275,12 +276,12 @@ def load_targets(folder: Path, check_paths: bool = True,
     return good, problems
 
 
-def load_target(folder: Path, name: str, hosts: HostNames | None = None) -> Target:
-    """One target by name; raises TargetError naming the file and field."""
+def load_target(folder: Path, name: str, hosts: HostNames | None = None, text: str | None = None) -> Target:
+    """One target by name (from `text`, its content, when given); raises TargetError naming the file and field."""
     path = folder / f"{name}.yaml"
-    if not path.is_file():
+    if text is None and not path.is_file():
         raise TargetError([TargetProblem(file=str(path), field="(file)", expected=f"a target file named {name}.yaml")])
-    target, problems = parse_target(path, hosts=hosts)
+    target, problems = parse_target(path, hosts=hosts, text=text)
     if target is None:
         raise TargetError(problems)
     return target

@@ -38,6 +38,7 @@ class RequestRecord(Strict):
     session_id: str | None = None
     turn: int | None = None
     error: str | None = None
+    error_class: str | None = None  # one of serving.REQUEST_ERROR_CLASSES when the request failed
 
 
 class RepeatMetrics(Strict):

@@ -17,8 +17,18 @@ from hyperloom_assets.core.models import Strict
 # environment_unavailable: the host or its engine could not be had (ssh refused, denied,
 # a host key mismatch, a timeout; a python without the engine). It says nothing about
 # the config, so it is never a failed trial: the run stops with that reason.
-ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off", "environment_unavailable",
-                 "engine_not_from_tree")
+# port_in_use: the engine could not bind the port preflight gave it (taken in between);
+# the host retries on another port and raises it only when every try met a taken port.
+LAUNCH_ERROR_CLASSES = ("argv_invalid", "crash", "timeout", "preflight", "prefix_cache_off",
+                        "environment_unavailable", "port_in_use", "engine_not_from_tree")
+# A server that was ready and then misbehaved: the benchmark client's requests failed.
+# server_gone: connections refused (it exited or stopped listening); connection_dropped:
+# a stream cut mid-way; stalled: no bytes for the client's read timeout; http_error: a
+# non-200 status; malformed_stream: a chunk that is not JSON; bad_response: a stream
+# without tokens or whose usage disagrees with what was asked.
+REQUEST_ERROR_CLASSES = ("server_gone", "connection_dropped", "stalled", "http_error", "malformed_stream",
+                         "bad_response")
+ERROR_CLASSES = LAUNCH_ERROR_CLASSES + REQUEST_ERROR_CLASSES
 
 
 class ServerSpec(Strict):
@@ -58,7 +68,8 @@ class LaunchRecord(Strict):
 
 
 class ServerError(RuntimeError):
-    """A launch that did not give a ready server; the server is already torn down."""
+    """A launch that did not give a ready server, or a ready server whose requests failed;
+    either way the server is torn down by the time a caller of the host sees it."""
 
     def __init__(self, error_class: str, message: str, log_tail: str = "", argv: list[str] | None = None):
         assert error_class in ERROR_CLASSES, error_class

@@ -1,0 +1,143 @@
+"""`dagster job execute` runs as subprocesses, stopped mid-trial on purpose, and what they
+leave behind: the helpers the fault tests (tests/cli/test_faults_cli.py,
+tests/real_engine/test_resume_vllm.py) and the fault matrix (benchmarks/faults.py) share."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import dagster as dg
+import psutil
+import pytest
+import yaml
+
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles
+from hyperloom_assets.resources.store.results import ResultStore
+
+SIM_MODEL = Path(__file__).resolve().parents[2] / "models" / "llama-3-8b"
+
+
+def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
+    argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
+            "--tags", json.dumps({"dagster/partition": partition})]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=home)
+
+
+# A sequence cap of 2 under 4 streams, CUDA graphs off: two decisive keepers (the cap, the
+# graphs). At time scale 2 a launch measures for several seconds, room to stop it mid-way.
+SLOW_TARGET = {
+    "engine": "sim", "model": str(SIM_MODEL),
+    "server_args": ["--gpu", "H100", "--time-scale", "2", "--max-num-seqs", "2", "--enforce-eager"],
+    "workload": {"kind": "random", "isl": 256, "osl": 128, "concurrency": 4, "num_prompts": 16},
+    "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "sweep_concurrencies": [4]}
+DEADLINE_S = 300
+
+
+def write_targets(folder: Path, **changes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sim.yaml").write_text(yaml.safe_dump({**SLOW_TARGET, **changes}))
+    return folder
+
+
+def start(job: str, home: Path, targets: Path, log: Path) -> subprocess.Popen:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
+    argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
+            "--tags", json.dumps({"dagster/partition": "sim"})]
+    with log.open("w") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+
+
+def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 2,
+                   deadline_s: float = DEADLINE_S) -> int:
+    """Until `trial` has a finished launch and its next server is up; returns that server's pid."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the run ended early:\n{log.read_text()[-3000:]}"
+        text = log.read_text()
+        finished = re.search(rf"trial {trial} [^\n]*: launch 1 \(variant\)", text)
+        decided = re.search(rf"trial {trial} [^\n]*: (KEEP|REVERT|KEEP_UNSTABLE|FAILED|KILLED_OVERTIME) \(", text)
+        assert not decided, f"trial {trial} ended at its first launch: this target no longer tests a stop mid-trial"
+        if finished and "server ready" in text[finished.end():]:
+            pids = [record.pid for _, record in read_pidfiles(home / "hyperloom" / "pids")]
+            alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+            if alive:
+                return alive[0]
+        time.sleep(0.1)
+    raise AssertionError(f"never reached the middle of trial {trial}:\n{log.read_text()[-3000:]}")
+
+
+# Only the climb, in the run worker's own process (the implicit asset job's default
+# executor would put the step in a child process, and a kill of the parent would miss it).
+def materialize_climb(home: Path, targets: Path, log: Path, partition: str) -> subprocess.Popen:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
+    argv = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "hyperloom_assets.definitions",
+            "--select", "candidates,trials", "--partition", partition,
+            "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})]
+    with log.open("w") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+
+
+def stop_mid_trial(process: subprocess.Popen, reach: Callable[[], int], stop: Callable[[], None],
+                   wait_teardown: bool = True) -> tuple[int, float | None]:
+    """Once `reach` says a server is up mid-trial, `stop` the run: (that server, seconds until it was gone)."""
+    try:
+        server = reach()
+        stop()
+        torn_down_s = wait_gone(server, 60) if wait_teardown else None
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return server, torn_down_s
+
+
+def store_of(home: Path) -> ResultStore:
+    return ResultStore(url=f"sqlite:///{home / 'hyperloom' / 'results.db'}")
+
+
+def instance_of(home: Path) -> dg.DagsterInstance:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        return dg.DagsterInstance.get()
+
+
+def runs_of(home: Path) -> list[dg.DagsterRun]:
+    """Oldest first."""
+    with instance_of(home) as instance:
+        return list(reversed(instance.get_runs()))
+
+
+def materialized(home: Path, asset: str) -> bool:
+    with instance_of(home) as instance:
+        return bool(instance.fetch_materializations(dg.AssetKey(asset), limit=1).records)
+
+
+def launches_after(trials: list[dict], replayed_looks: int) -> int:
+    """Servers a resumed climb must start: every launch of the unfinished trials, less the recorded ones."""
+    return sum(t["record"]["measurements"] + len(t["record"]["best_launches"]) + t["record"]["rebenches"]
+               for t in trials) - replayed_looks
+
+
+def climb_launches(store: ResultStore, run_id: str, target: str = "sim") -> int:
+    return len([row for row in store.measurements(target) if row["run_id"] == run_id
+                and row["kind"] in ("trial", "best_relaunch")])
+
+
+def wait_gone(pid: int, timeout_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    return time.monotonic() - started
