@@ -21,7 +21,7 @@ FLAVORS = ("vllm", "sglang", "atom")
 # flag -> takes a value
 _HARNESS_FLAGS: dict[str, bool] = {
     "--gpu": True, "--time-scale": True, "--noise-pct": True, "--seed": True, "--flavor": True,
-    "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True,
+    "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True, "--profile-dir": True,
 }
 # ATOM serves HTTP on --server-port; its --port is the engine's internal port, an engine arg.
 HTTP_PORT_FLAGS = {"vllm": "--port", "sglang": "--port", "atom": "--server-port"}
@@ -199,6 +199,8 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--stream-interval-ms", type=float, default=10.0,
                         help="at most one stream event per request per this much wall time")
+    parser.add_argument("--profile-dir", default=None,
+                        help="serve /start_profile and /stop_profile, writing the model's time breakdown here")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:

@@ -20,6 +20,7 @@ from hyperloom_assets.core.engines.spec import (
     Distribution,
     EngineSpec,
     Entry,
+    Profiler,
     Startup,
     home_of,
 )
@@ -35,6 +36,17 @@ def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, ve
 def jit_cache_dirs(env: Mapping[str, str]) -> list[Path]:
     """sglang/srt/environ.py: SGLANG_CACHE_DIR, default ~/.cache/sglang (JIT kernels, autotune results)."""
     return [Path(env["SGLANG_CACHE_DIR"]) if env.get("SGLANG_CACHE_DIR") else home_of(env) / ".cache" / "sglang"]
+
+
+def profiler_env(trace_dir: str) -> dict[str, str]:
+    """SGLang reads its trace folder from SGLANG_TORCH_PROFILER_DIR (default ./logs); its
+    /start_profile and /stop_profile routes are always there (srt/entrypoints/http_server.py),
+    and each TP rank writes `<dir>/<time>-TP-<rank>.trace.json.gz`."""
+    return {"SGLANG_TORCH_PROFILER_DIR": trace_dir}
+
+
+def no_profiler_args(trace_dir: str) -> list[str]:
+    return []
 
 
 ENGINE = EngineSpec(
@@ -78,4 +90,5 @@ ENGINE = EngineSpec(
     grid="sglang.yaml",
     cli_parser=CliParser(builder="sglang.srt.server_args:ServerArgs.add_cli_args"),
     source_context=("srt/managers/scheduler.py",),
+    profiler=Profiler(server_args=no_profiler_args, env=profiler_env, trace_glob="**/*.trace.json*"),
 )

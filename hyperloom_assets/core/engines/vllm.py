@@ -9,6 +9,7 @@ prefix caching on unless the record says `enable_prefix_caching: False`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,6 +20,7 @@ from hyperloom_assets.core.engines.spec import (
     Distribution,
     EngineSpec,
     Entry,
+    Profiler,
     Startup,
     home_of,
 )
@@ -31,6 +33,18 @@ def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, ve
     if evidence is not None and evidence.get("enable_prefix_caching") is False:
         return "non-default args: enable_prefix_caching: False"
     return None
+
+
+def profiler_args(trace_dir: str) -> list[str]:
+    """vllm/config/profiler.py's ProfilerConfig as one JSON value: the torch profiler into `trace_dir`.
+
+    Its /start_profile and /stop_profile routes exist only when a profiler is configured
+    (entrypoints/serve/profile/api_router.py); each worker writes
+    `<dir>/<worker>.<id>.pt.trace.json.gz` through torch's tensorboard_trace_handler.
+    Stacks are off: they multiply the trace's size and the reduction reads op names only.
+    """
+    return ["--profiler-config", json.dumps({"profiler": "torch", "torch_profiler_dir": trace_dir,
+                                             "torch_profiler_with_stack": False})]
 
 
 def compile_cache_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -93,4 +107,5 @@ ENGINE = EngineSpec(
     cli_parser=CliParser(parser_class="vllm.utils.argparse_utils:FlexibleArgumentParser",
                          builder="vllm.entrypoints.launchers.cli_args:make_arg_parser"),
     source_context=("v1/core/sched/scheduler.py", "v1/worker/cpu_worker.py"),
+    profiler=Profiler(server_args=profiler_args),
 )
