@@ -28,7 +28,14 @@ from hyperloom_assets.core.report.markdown import (
 )
 from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_roofline_position
 from hyperloom_assets.core.report.precision import rounded
-from hyperloom_assets.core.results import BaselineResult, RooflineResult, StackResult, SweepResult, TrialsResult
+from hyperloom_assets.core.results import (
+    BaselineResult,
+    ProfileResult,
+    RooflineResult,
+    StackResult,
+    SweepResult,
+    TrialsResult,
+)
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
@@ -45,14 +52,14 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
               description="Markdown, plots and JSON: the headline, every trial, the stack, the sweep, the commands.")
     def final_report(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, store: ResultStore,
                      baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
-                     optimization_stack: StackResult,
-                     concurrency_sweep: SweepResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
+                     optimization_stack: StackResult, concurrency_sweep: SweepResult,
+                     profile: ProfileResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
         name = context.partition_key
         target = catalog.target(name)
         host = hosts.for_target(target)
         folder = step_dir(host, name, context.run.run_id, "report")
         inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,
-                               concurrency_sweep, folder, store.measurements(name), context.run.run_id)
+                               concurrency_sweep, folder, store.measurements(name), context.run.run_id, profile)
         markdown = render_markdown(inputs)
         path = folder / "report.md"
         path.write_text(markdown)
@@ -96,7 +103,8 @@ def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline
 
 
 def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
-                  stack: StackResult, sweep: SweepResult, folder: Path, stored: list[dict], run_id: str) -> ReportInputs:
+                  stack: StackResult, sweep: SweepResult, folder: Path, stored: list[dict], run_id: str,
+                  profile: ProfileResult | None = None) -> ReportInputs:
     plots = []
     for plot in sweep.plots:  # copied beside the report so the Markdown's links work anywhere
         copy = folder / Path(plot).name
@@ -116,6 +124,8 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         warnings.append(f"{stack.release_check.release}: {stack.release_check.summary}")
     warnings += [f"trial {t.index} {t.name}: {t.outcome} ({t.decision.reason})"
                  for t in trials.climb.trials if t.outcome in ("FAILED", "KILLED_OVERTIME", "KEEP_UNSTABLE")]
+    if profile is not None and not profile.taken:
+        warnings.append(f"profile not taken: {profile.reason}")
     environment = {"engine": target.engine, "engine release": baseline.launch.engine_version or "unknown",
                    "host": host.name, "engine identity (framework_tree)": baseline.framework_version,
                    "server config version": baseline.config_version, "ledger context": baseline.context_key}
@@ -129,5 +139,5 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         trials=trials.climb.trials, keepers=[k.name for k in stack.keepers], conflicts=stack.conflicts,
         sweep_rows=sweep.rows, plots=plots, waterfall_plot=waterfall.name, roofline_plot=position.name,
         environment=environment, warnings=warnings,
-        release_check=stack.release_check,
+        release_check=stack.release_check, profile=profile,
     )

@@ -47,16 +47,17 @@ class SimProfiler:
         scale = duration_s / (sum(parts.values()) or 1.0)
         idle_s = max(start_s - self.last_end_s, 0.0)
         self.last_end_s = start_s + duration_s
-        ts = (start_s - idle_s) * 1e6
-        for part, dur in [("idle", idle_s * 1e6)] + [(p, s * scale * 1e6) for p, s in parts.items()]:
+        ts = round((start_s - idle_s) * 1e6, 3)
+        for part, seconds in [("idle", idle_s)] + [(p, s * scale) for p, s in parts.items()]:
+            dur = round(seconds * 1e6, 3)  # whole ns, as torch writes them; the next part starts where it ends
             if dur <= 0.0:
                 continue
             if len(self.events) >= MAX_EVENTS:
                 self.truncated = True
                 return
             self.events.append({"ph": "X", "cat": "sim_op", "name": EVENT_NAMES[part], "pid": 0, "tid": 0,
-                                "ts": round(ts, 3), "dur": round(dur, 3)})
-            ts += dur
+                                "ts": ts, "dur": dur})
+            ts = round(ts + dur, 3)
 
     def stop(self) -> Path | None:
         """Write the session's trace; None when no session was running."""

@@ -50,6 +50,9 @@ HOST_CATS = frozenset({"cpu_op", "sim_op"}) | ANNOTATION_CATS
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 GAP_NAMES = {"host": "(between ops: scheduler, IPC, idle)", "device": "(device idle: launches, scheduling, Python)"}
 TOP_OPS = 15
+# Timestamps are µs with ns digits; an op starting within this of its predecessor's end
+# follows it rather than nesting in it (rounding, not a call).
+NEST_TOLERANCE_US = 0.005
 
 
 class TraceError(ValueError):
@@ -115,7 +118,7 @@ def _self_times(events: list[dict]) -> tuple[list[_Op], float, int]:
     stack: list[_Op] = []
     covered, tops = 0.0, 0
     for op in ops:
-        while stack and stack[-1].end <= op.ts:
+        while stack and stack[-1].end <= op.ts + NEST_TOLERANCE_US:
             stack.pop()
         if stack:
             stack[-1].self_us -= min(op.end, stack[-1].end) - op.ts
