@@ -17,8 +17,8 @@ sides by `sim-predict` without noise), the launches it spent (every server the r
 started, the baseline's and the profile's included), the model's calls and whether a
 round fell back. The results go to benchmarks/results/proposer_sim.json.
 
-Run: .venv/bin/python benchmarks/proposer_sim.py [--budgets 1 2 4] [--proposers rules vllm-tiny scripted]
-     [--provider anthropic --model claude-sonnet-4-5]   # adds the `real` column
+Run: .venv/bin/python benchmarks/proposer_sim.py [--budgets 2 4 8] [--proposers rules vllm-tiny scripted]
+     [--provider anthropic --model claude-sonnet-4-5 --proposers real --add]   # adds a `real` column
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import RESULTS_DIR, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
 from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
@@ -86,6 +86,7 @@ def run_one(folder: Path, budget: int, proposer: dict | None, providers: LlmProv
     defs = build_defs(targets, host=host, store=store, llm=providers)
     job = dg.define_asset_job("to_trials", selection=SELECTION).resolve(asset_graph=defs.resolve_asset_graph())
     started = time.monotonic()
+    (folder / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(folder / "dagster")) as instance:
         result = job.execute_in_process(partition_key="sim", instance=instance)
     climb = result.asset_value("trials").climb
@@ -110,7 +111,7 @@ def vllm_tiny(folder: Path) -> Iterator[dict]:
                    capture_output=True)
     host = LocalHost(state_dir=str(folder / "llm-state"), check_foreign_processes=False)
     spec = ServerSpec(engine="vllm", model=model, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
-                      server_args=["--enforce-eager", "--max-num-seqs", "2", "--max-model-len", "8192"])
+                      server_args=["--enforce-eager", "--max-num-seqs", "2", "--max-model-len", "4096"])
     with host.serve(spec, folder / "llm-run", label="tiny model for the proposer") as served:
         yield {"env": {"OPENAI_BASE_URL": f"{served.base_url}/v1", "OPENAI_API_KEY": "not-needed-by-vllm"},
                "proposer": {"provider": "openai", "model": served.served_model, "max_rounds": 2, "source_bytes": 0,
@@ -140,6 +141,7 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
 
 def column(name: str, folder: Path, args: argparse.Namespace, stack: ExitStack) -> tuple[dict | None, LlmProviders]:
+    """The target's proposer and the providers for one run; a model server lives as long as `stack`."""
     if name == "rules":
         return None, LlmProviders()
     if name == "real":
@@ -152,31 +154,48 @@ def column(name: str, folder: Path, args: argparse.Namespace, stack: ExitStack) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--budgets", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--proposers", nargs="+", default=["rules", "vllm-tiny", "scripted"],
                         choices=["rules", "vllm-tiny", "scripted", "real"])
     parser.add_argument("--provider", choices=["anthropic", "openai"])
     parser.add_argument("--model")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the other proposers' rows of the results file (to add a column)")
     args = parser.parse_args()
     if args.provider or args.model:
         if not (args.provider and args.model):
             parser.error("--provider and --model go together")
         args.proposers = [*args.proposers, "real"] if "real" not in args.proposers else args.proposers
-    rows = []
+    rows = [row for row in previous_rows() if row["proposer"] not in args.proposers] if args.add else []
     with tempfile.TemporaryDirectory(prefix="proposer-sim-") as tmp:
         for name in args.proposers:
-            with ExitStack() as stack:
-                proposer, providers = column(name, Path(tmp) / name, args, stack)
+            with ExitStack() as shared:
+                # vLLM's tiny model serves every budget; the script restarts with each run.
+                if name == "vllm-tiny":
+                    proposer, providers = column(name, Path(tmp) / name, args, shared)
                 for budget in args.budgets:
-                    row = {"proposer": name, **run_one(Path(tmp) / name / f"b{budget}", budget, proposer, providers)}
+                    with ExitStack() as per_run:
+                        if name != "vllm-tiny":
+                            proposer, providers = column(name, Path(tmp) / name, args, per_run)
+                        row = {"proposer": name,
+                               **run_one(Path(tmp) / name / f"b{budget}", budget, proposer, providers)}
                     print(f"{name:10s} budget {budget}: true gain {row['true_gain_pct']:+7.2f}%  measured "
                           f"{row['measured_gain_pct']:+7.2f}%  launches {row['launches']:2d}  calls {row['llm_calls']} "
                           f"(fell back {row['rounds_fell_back']}/{row['rounds']})  kept {row['kept']}", flush=True)
                     rows.append(row)
-    write_results("proposer_sim", {"scenario": {"model": "llama-3-8b", "gpu": "H100", "workload": WORKLOAD,
-                                                       "operator_args": OPERATOR, "harness": HARNESS},
-                                          "budget": "max_trials (candidate measurements)", "rows": rows})
+                    save(rows)  # each row as it lands: a later column that fails loses nothing
     return 0
+
+
+def save(rows: list[dict]) -> None:
+    write_results("proposer_sim", {"scenario": {"model": "llama-3-8b", "gpu": "H100", "workload": WORKLOAD,
+                                                "operator_args": OPERATOR, "harness": HARNESS},
+                                   "budget": "max_trials (candidate measurements)", "rows": rows})
+
+
+def previous_rows() -> list[dict]:
+    path = RESULTS_DIR / "proposer_sim.json"
+    return json.loads(path.read_text())["results"]["rows"] if path.is_file() else []
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ proposer and the report read them. A profile that cannot be taken is a warning: 
 asset still materializes, saying why.
 """
 
+import shlex
+
 import dagster as dg
 from dagster import AssetExecutionContext
 
@@ -30,7 +32,7 @@ def profile_metadata(result: ProfileResult) -> dict:
     metadata.update(
         time_base=s.time_base, window_ms=rounded(s.window_ms, "ms"), ops=s.events,
         top_ops=table_value(profile_ops_table(s)), shares=table_value(profile_shares_table(s)),
-        trace=dg.MetadataValue.path(result.trace_path), argv=dg.MetadataValue.text(" ".join(result.argv)))
+        trace=dg.MetadataValue.path(result.trace_path), argv=dg.MetadataValue.text(shlex.join(result.argv)))
     if result.profiled_tok_s is not None:
         metadata["profiled_output_throughput"] = rounded(result.profiled_tok_s, "tok/s")
     return metadata
