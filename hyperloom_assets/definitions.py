@@ -14,6 +14,7 @@ from hyperloom_assets.assets.concurrency_sweep import build_sweep_asset
 from hyperloom_assets.assets.final_report import build_report_asset
 from hyperloom_assets.assets.observations import build_observations
 from hyperloom_assets.assets.optimization_stack import build_stack_asset
+from hyperloom_assets.assets.profile import build_profile_asset
 from hyperloom_assets.assets.partitions import partition_hosts
 from hyperloom_assets.assets.roofline import build_roofline_asset
 from hyperloom_assets.assets.trials import build_trials_asset
@@ -56,6 +57,7 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         *build_observations(partitions),
         build_baseline_asset(partitions),
         build_roofline_asset(partitions),
+        build_profile_asset(partitions),
         build_candidates_asset(partitions),
         build_trials_asset(partitions),
         build_accepted_patches_asset(partitions),

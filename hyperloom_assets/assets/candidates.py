@@ -13,7 +13,7 @@ from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.tables import plan_table
-from hyperloom_assets.core.results import BaselineResult, RooflineResult
+from hyperloom_assets.core.results import BaselineResult, ProfileResult, RooflineResult
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.proposer.providers import LlmProviders
@@ -24,12 +24,14 @@ def build_candidates_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="explore",
               description="The first plan: variants with fingerprint, provenance and reason, best first.")
     def candidates(context: AssetExecutionContext, catalog: TargetCatalog, store: ResultStore, hosts: HostFleet,
-                   llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[list[Variant]]:
+                   llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult,
+                   profile: ProfileResult) -> dg.Output[list[Variant]]:
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
         variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
         settings = settings_for(target)
         if settings.asks_a_model:
-            inputs = RoundInputs(context, target, hosts.for_target(target), llm, store, baseline, roofline, settings)
+            inputs = RoundInputs(context, target, hosts.for_target(target), llm, store, baseline, roofline, settings,
+                                 profile.evidence())
             variants = propose(inputs, 1, trials=[], keepers=[], tried=set()) + variants
         # Variants already in this context's ledger stay in the plan: the climb replays
         # their recorded outcome instead of measuring them again.

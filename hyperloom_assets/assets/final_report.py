@@ -32,6 +32,7 @@ from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import (
     AcceptedPatches,
     BaselineResult,
+    ProfileResult,
     RooflineResult,
     StackResult,
     SweepResult,
@@ -54,14 +55,15 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
     def final_report(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, store: ResultStore,
                      baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
                      optimization_stack: StackResult, accepted_patches: AcceptedPatches,
-                     concurrency_sweep: SweepResult) -> Iterator[dg.Output | dg.AssetCheckResult]:
+                     concurrency_sweep: SweepResult, profile: ProfileResult,
+                     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         name = context.partition_key
         target = catalog.run_target(name, context.run.run_id, store)
         host = hosts.for_target(target)
         folder = step_dir(host, name, context.run.run_id, "report")
         inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,
                                concurrency_sweep, folder, store.measurements(name), context.run.run_id,
-                               accepted_patches)
+                               accepted_patches, profile)
         markdown = render_markdown(inputs)
         path = folder / "report.md"
         path.write_text(markdown)
@@ -106,7 +108,7 @@ def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline
 
 def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
                   stack: StackResult, sweep: SweepResult, folder: Path, stored: list[dict], run_id: str,
-                  accepted: AcceptedPatches) -> ReportInputs:
+                  accepted: AcceptedPatches, profile: ProfileResult | None = None) -> ReportInputs:
     plots = []
     for plot in sweep.plots:  # copied beside the report so the Markdown's links work anywhere
         copy = folder / Path(plot).name
@@ -126,6 +128,8 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         warnings.append(f"{stack.release_check.release}: {stack.release_check.summary}")
     warnings += [f"trial {t.index} {t.name}: {t.outcome} ({t.decision.reason})"
                  for t in trials.climb.trials if t.outcome in ("FAILED", "KILLED_OVERTIME", "KEEP_UNSTABLE", "REJECTED")]
+    if profile is not None and not profile.taken:
+        warnings.append(f"profile not taken: {profile.reason}")
     environment = {"engine": target.engine, "engine release": baseline.launch.engine_version or "unknown",
                    "host": host.name, "engine identity (framework_tree)": baseline.framework_version,
                    "server config version": baseline.config_version, "ledger context": baseline.context_key}
@@ -139,7 +143,7 @@ def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResu
         trials=trials.climb.trials, keepers=[k.name for k in stack.keepers], conflicts=stack.conflicts,
         sweep_rows=sweep.rows, plots=plots, waterfall_plot=waterfall.name, roofline_plot=position.name,
         environment=environment, warnings=warnings,
-        release_check=stack.release_check, source_tree=source_tree(baseline, accepted),
+        release_check=stack.release_check, source_tree=source_tree(baseline, accepted), profile=profile,
     )
 
 

@@ -44,9 +44,9 @@ class RoundInputs:
     """What a round needs from its asset: the target's evidence and the resources that act."""
 
     def __init__(self, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
-                 profile_table: list[dict] | None = None):
+                 profile: dict | None = None):
         self.context, self.target, self.host, self.providers, self.store = context, target, host, providers, store
-        self.baseline, self.roofline, self.settings, self.profile_table = baseline, roofline, settings, profile_table
+        self.baseline, self.roofline, self.settings, self.profile = baseline, roofline, settings, profile
 
 
 def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[str]) -> dict:
@@ -137,7 +137,7 @@ def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Vari
     first = inputs.host.proposal_checks(_probe_request(inputs, [], []))["probe"]
     flags = flag_rows(first.get("flags", []), s.flag_help)
     evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
-                                inputs.profile_table, first.get("sources", {}), [k.name for k in keepers],
+                                inputs.profile, first.get("sources", {}), [k.name for k in keepers],
                                 s.max_proposals)
     call, reply = _ask(inputs, "proposer", round_no, evidence, ProposerReply)
     record = ProposerRound(round=round_no, provenance=s.label, calls=[call])

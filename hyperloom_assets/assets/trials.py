@@ -35,7 +35,7 @@ from hyperloom_assets.core.planning.plan_evidence import plan_for_target
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import trials_table
-from hyperloom_assets.core.results import BaselineResult, RooflineResult, TrialsResult
+from hyperloom_assets.core.results import BaselineResult, ProfileResult, RooflineResult, TrialsResult
 from hyperloom_assets.resources.accuracy.launch_gate import LaunchGate
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -53,11 +53,11 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
               description="The climb: each variant against the running best, re-planning after each keeper.")
     def trials(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                store: ResultStore, llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult,
-               candidates: list[Variant]) -> dg.Output[TrialsResult]:
+               profile: ProfileResult, candidates: list[Variant]) -> dg.Output[TrialsResult]:
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         settings = settings_for(target)
-        rounds = RoundInputs(context, target, host, llm, store, baseline, roofline, settings) \
+        rounds = RoundInputs(context, target, host, llm, store, baseline, roofline, settings, profile.evidence()) \
             if settings.asks_a_model else None
         with recorded_stops(context, store, "trials"):
             result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds)

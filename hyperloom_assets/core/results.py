@@ -10,6 +10,7 @@ from hyperloom_assets.core.measurement.stats import Launches
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.run_tree import RunTree
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.profile.trace import ProfileSummary
 from hyperloom_assets.core.releases.run import ReleaseCheck, ReleaseRun
 from hyperloom_assets.core.roofline.roofline import Achieved, Hardware, Roofline
 
@@ -93,3 +94,32 @@ class StackResult(Strict):
 class SweepResult(Strict):
     rows: list[dict]
     plots: list[str]
+
+
+class ProfileResult(Strict):
+    """Where the time goes in the running configuration, from the engine's own profiler.
+
+    `taken` False with its `reason` when no profile could be taken (never a failure).
+    `profiled_tok_s` is the profiled round's throughput in the engine's time, profiler
+    overhead included: a sanity number, never evidence for a decision.
+    """
+    engine: str
+    taken: bool
+    reason: str | None = None
+    summary: ProfileSummary | None = None
+    trace_path: str | None = None  # the reduced trace, in the run folder
+    argv: list[str] = []
+    profiled_tok_s: float | None = None
+    simulated: bool = False  # the sim's model, in simulated time
+
+    def evidence(self) -> dict | None:
+        """What the proposer is shown: the shares and the top ops, rounded."""
+        if self.summary is None:
+            return None
+        s = self.summary
+        return {"source": "sim performance model" if self.simulated else f"{self.engine} torch profiler",
+                "of": "the baseline's configuration, one short round",
+                "time_base": s.time_base, "window_ms": round(s.window_ms, 1),
+                "shares_pct": {k: round(v, 2) for k, v in s.shares_pct.items()},
+                "top_ops": [{"op": o.name, "category": o.category, "calls": o.calls, "self_ms": round(o.self_ms, 2),
+                             "share_pct": round(o.share_pct, 2)} for o in s.top_ops]}

@@ -103,12 +103,14 @@ async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt
 
     from hyperloom_assets.sim.faults import Fault
     from hyperloom_assets.sim.launch_record import log_line
+    from hyperloom_assets.sim.profiler import SimProfiler
     from hyperloom_assets.sim.prompts import PromptTokenizer
     from hyperloom_assets.sim.server import SimServer
 
     tokenizer = PromptTokenizer(model_dir, config.tokenizer)
+    profiler = SimProfiler(engine.model, Path(args.profile_dir)) if args.profile_dir else None
     server = SimServer(engine, config, tokenizer, args.time_scale, args.stream_interval_ms / 1000.0, salt,
-                       Fault(kind=args.fault, after_requests=args.fault_after_requests))
+                       Fault(kind=args.fault, after_requests=args.fault_after_requests), profiler)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.add_routes(server.routes())
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

@@ -30,13 +30,18 @@ decodes at ~150-160 tok/s at batch 1 with CUDA graphs, ~75-80% of the bandwidth 
 
 Overheads:
 - STEP_CPU_S: scheduling, sampling and detokenizing every step (SGLang's overlap
-  scheduler hides it unless `--disable-overlap-schedule`).
+  scheduler hides it unless `--disable-overlap-schedule`); SAMPLING_SHARE of it is
+  sampling (a documented guess; it only splits the profile's account, never the time).
 - LAUNCH_PER_LAYER_S: kernel launches of an eager step, per layer. CUDA graphs remove
   it for steps they cover (vLLM: steps of up to GRAPH_MAX_TOKENS_VLLM tokens, piecewise
   graphs cover mixed batches; SGLang: decode-only steps up to `--cuda-graph-max-bs-decode`; ATOM: up to its largest capture size).
   `--enforce-eager` (vLLM) and `--disable-cuda-graph` (SGLang) turn graphs off.
 - TP: two all-reduces per layer, each ALLREDUCE_LATENCY_S plus a ring transfer over
   NVLINK_GBPS.
+
+The profile (`step_breakdown`) splits the same time: the bound term between GEMMs and
+attention in proportion to the weight and KV bytes (memory-bound) or the linear and
+attention FLOPs (compute-bound), then sampling, scheduling, kernel launches, all-reduce.
 
 Memory: weights / TP per GPU; vLLM's KV pool is `--gpu-memory-utilization` x memory
 minus weights, the activation peak of a `--max-num-batched-tokens` forward pass and the
@@ -56,6 +61,7 @@ BW_EFFICIENCY = 0.80
 COMPUTE_EFFICIENCY = 0.60
 SMALL_BATCH_TOKENS = 64
 STEP_CPU_S = 0.4e-3
+SAMPLING_SHARE = 0.25
 LAUNCH_PER_LAYER_S = 80e-6
 GRAPH_MAX_TOKENS_VLLM = 512
 ALLREDUCE_LATENCY_S = 8e-6
@@ -122,20 +128,31 @@ class PerfModel:
 
     def step_time(self, step: StepShape) -> float:
         """Seconds for one step, without noise."""
+        return sum(self.step_breakdown(step).values())
+
+    def step_breakdown(self, step: StepShape) -> dict[str, float]:
+        """Seconds of one step by part, without noise; they sum to `step_time`."""
         tokens = step.decode_seqs + step.prefill_tokens
         if tokens <= 0:
-            return 0.0
+            return {}
         kv_eff = BLOCK_SIZE_KV_EFFICIENCY.get(self.block_size, 1.0)
         kv_tokens = step.decode_context + step.prefill_kv_read
         weight_bytes = self.shape.decode_weight_bytes(tokens) / self.tp
         kv_bytes = (kv_tokens / kv_eff + tokens) * self.kv_bytes_per_token / self.tp
         memory_s = (weight_bytes + kv_bytes) / (self.gpu.mem_bw_gbps * GB * BW_EFFICIENCY)
         attention_flops = 4.0 * self.shape.layers * self.shape.heads * self.shape.head_dim * (
-            step.decode_context + step.prefill_context)
-        flops = (2.0 * self.shape.active_params * tokens + attention_flops) / self.tp
+            step.decode_context + step.prefill_context) / self.tp
+        linear_flops = 2.0 * self.shape.active_params * tokens / self.tp
         utilisation = COMPUTE_EFFICIENCY * tokens / (tokens + SMALL_BATCH_TOKENS)
-        compute_s = flops / (self._peak_flops() * utilisation)
-        return max(memory_s, compute_s) + self._overhead(step) + self._allreduce(tokens)
+        compute_s = (linear_flops + attention_flops) / (self._peak_flops() * utilisation)
+        if memory_s >= compute_s:
+            bound_s, gemm_part = memory_s, weight_bytes / (weight_bytes + kv_bytes)
+        else:
+            bound_s, gemm_part = compute_s, linear_flops / (linear_flops + attention_flops)
+        cpu_s = 0.0 if self.cpu_overhead_hidden else STEP_CPU_S
+        return {"gemm": bound_s * gemm_part, "attention": bound_s * (1.0 - gemm_part),
+                "sampling": cpu_s * SAMPLING_SHARE, "scheduling": cpu_s * (1.0 - SAMPLING_SHARE),
+                "kernel_launch": self._overhead(step) - cpu_s, "all_reduce": self._allreduce(tokens)}
 
     def bandwidth_bound_decode_s(self, batch: int = 1, context: int = 0) -> float:
         """The physical floor of one decode step: every byte at full bandwidth, no overhead."""

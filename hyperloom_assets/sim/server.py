@@ -20,6 +20,7 @@ from aiohttp import web
 
 from hyperloom_assets.sim.engine_args import EngineConfig
 from hyperloom_assets.sim.faults import Fault, misbehave
+from hyperloom_assets.sim.profiler import SimProfiler
 from hyperloom_assets.sim.prompts import PromptError, PromptTokenizer, filler_text
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 from hyperloom_assets.sim.synthetic_model import CANDIDATES, Step, generate
@@ -36,11 +37,13 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Resp
 
 class SimServer:
     def __init__(self, engine: SimEngine, config: EngineConfig, tokenizer: PromptTokenizer,
-                 time_scale: float, stream_interval_s: float, output_salt: str = "", fault: Fault | None = None):
+                 time_scale: float, stream_interval_s: float, output_salt: str = "", fault: Fault | None = None,
+                 profiler: SimProfiler | None = None):
         self.engine = engine
         self.output_salt = output_salt  # non-empty: a flag named by --alter-outputs-with was given
         self.fault = fault or Fault()
         self.received = 0  # completion requests, counted for the fault
+        self.profiler = profiler
         self.config = config
         self.tokenizer = tokenizer
         self.time_scale = time_scale
@@ -71,6 +74,8 @@ class SimServer:
             # The selector rounds timeouts up to whole milliseconds; aiming half a
             # millisecond early makes results as often early as late instead of always late.
             await asyncio.sleep(max(delay - TIMER_SLACK_S, 0.0))  # sleep(0) lets handlers run when behind
+            if self.profiler is not None:
+                self.profiler.record(step.shape, engine.now, step.duration)
             for request in engine.apply_step(step):
                 if request.waiter is not None:
                     request.waiter.set()
@@ -92,9 +97,20 @@ class SimServer:
 
     # ---- HTTP -----------------------------------------------------------------------
     def routes(self) -> list[web.RouteDef]:
-        return [web.get("/health", self.health), web.get("/v1/models", self.models), web.get("/version", self.version),
-                web.post("/v1/completions", self.completions), web.post("/v1/chat/completions", self.chat),
-                web.get("/metrics", self.metrics)]
+        routes = [web.get("/health", self.health), web.get("/v1/models", self.models), web.get("/version", self.version),
+                  web.post("/v1/completions", self.completions), web.post("/v1/chat/completions", self.chat),
+                  web.get("/metrics", self.metrics)]
+        if self.profiler is not None:  # as vLLM: the routes exist only when a profiler is configured
+            routes += [web.post("/start_profile", self.start_profile), web.post("/stop_profile", self.stop_profile)]
+        return routes
+
+    async def start_profile(self, _: web.Request) -> web.Response:
+        self.profiler.start(max(self.engine.now, self.sim_now()))
+        return web.Response(status=200)
+
+    async def stop_profile(self, _: web.Request) -> web.Response:
+        path = self.profiler.stop()
+        return web.json_response({"trace": str(path) if path else None})
 
     async def health(self, _: web.Request) -> web.Response:
         return web.Response(status=200)

@@ -87,6 +87,10 @@ def _bench(req: dict) -> dict:
     return measurement.model_dump(mode="json")
 
 
+def _post(req: dict) -> dict:
+    return host_side.control_post(req["url"], req["timeout_s"])
+
+
 def facts(req: dict) -> dict:
     """What `hyperloom hosts check` prints: engines, GPUs, a free port, the clock."""
     python = Path(req.get("python") or sys.executable)
@@ -105,7 +109,7 @@ def facts(req: dict) -> dict:
 
 OPS: dict[str, Callable[[dict], dict]] = {"prepare": _prepare, "start": _start, "wait_ready": _wait_ready,
                                           "stop": _stop, "reap": _reap, "bench": _bench, "facts": facts,
-                                          "clean": _clean, "proposal_checks": proposal_checks}
+                                          "clean": _clean, "proposal_checks": proposal_checks, "post": _post}
 
 
 def handle(op: str, request: dict) -> dict[str, Any]:

@@ -129,6 +129,19 @@ def _health_ok(base_url: str, path: str) -> bool:
         return False
 
 
+def control_post(url: str, timeout_s: float) -> dict:
+    """POST with an empty body to a server's control route (a profiler's start or stop), from the
+    serving host; `{"status", "body"}`, or `{"error"}` when it could not be reached."""
+    request = urllib.request.Request(url, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return {"status": response.status, "body": response.read(4096).decode(errors="replace")}
+    except urllib.error.HTTPError as error:
+        return {"status": error.code, "body": error.read(4096).decode(errors="replace")}
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        return {"error": str(getattr(error, "reason", error))}
+
+
 def _startup_failure(log_text: str, engine: EngineSpec, exited: bool) -> tuple[str, str] | None:
     """(error class, message) once the log or the process says startup failed."""
     argv_error = engine.argv_error(log_text)

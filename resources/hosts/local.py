@@ -26,7 +26,7 @@ from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord
 from hyperloom_assets.resources.hosts.agent import facts as agent_facts
 from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, pinned_thread
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
-from hyperloom_assets.resources.hosts.host_side import preflight_problems
+from hyperloom_assets.resources.hosts.host_side import control_post, preflight_problems
 from hyperloom_assets.resources.hosts.lifecycle import LocalTransport, serve_on
 from hyperloom_assets.resources.hosts.preflight import read_gpu_memory
 from hyperloom_assets.resources.hosts.process_group import ReapReport, reap_orphans
@@ -148,3 +148,11 @@ class LocalHost(dg.ConfigurableResource):
         """The benchmark client, here beside the server, on the client's CPUs of the launch's placement."""
         with pinned_thread(cpus.client_cpus if cpus else None):
             return bench.measure(base_url, *args, **kwargs)
+
+    def post(self, url: str, timeout_s: float) -> dict:
+        """A server's control route (host_side.control_post), from here beside it."""
+        return control_post(url, timeout_s)
+
+    def served_path(self, run_dir: Path) -> str:
+        """Where a server of this step writes files that come back with its run folder: the folder itself."""
+        return str(Path(run_dir).resolve())

@@ -211,6 +211,14 @@ class SshHost(dg.ConfigurableResource):
             except ServerError as error:
                 log.warning("host %r: step folder left on the host: %s", self.name, error)
 
+    def post(self, url: str, timeout_s: float) -> dict:
+        """A server's control route, POSTed by the host's agent beside the server."""
+        return self.transport().call("post", {"url": url, "timeout_s": timeout_s}, timeout_s + OP_TIMEOUT_S)
+
+    def served_path(self, run_dir: Path) -> str:
+        """The step's folder on the host, which comes back whole with the server log at teardown."""
+        return self.transport().host_dir(Path(run_dir))
+
     def measure(self, bench, base_url: str, served_model: str, workload, vocab_size: int, repeats: int,
                 warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
                 max_model_len: int | None = None, timeout_s: float | None = None, progress=None,

@@ -125,7 +125,7 @@ def test_three_consecutive_baseline_failures_stop_the_run_and_an_identical_run_i
 def run_trials(folder: Path, host, store, instance) -> dg.ExecuteInProcessResult:
     defs = build_defs(folder, host=host, store=store)
     assert defs.resolve_job_def("baseline_job").execute_in_process(partition_key="sim", instance=instance).success
-    trials_job = dg.define_asset_job("trials_only", selection=["candidates", "trials"]).resolve(
+    trials_job = dg.define_asset_job("trials_only", selection=["profile", "candidates", "trials"]).resolve(
         asset_graph=defs.resolve_asset_graph())
     return trials_job.execute_in_process(partition_key="sim", instance=instance)
 

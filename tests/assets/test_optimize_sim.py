@@ -66,9 +66,12 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
     path = Path(report["report_path"])
     assert path.is_absolute() and path.is_file()
     text = path.read_text()
-    for section in ("# Optimization report", "## Roofline", "## Trials", "## Stack", "## Concurrency sweep",
-                    "## Reproduce", "## Launch evidence", "## Environment", "## Warnings"):
+    for section in ("# Optimization report", "## Roofline", "## Where the time goes", "## Trials", "## Stack",
+                    "## Concurrency sweep", "## Reproduce", "## Launch evidence", "## Environment", "## Warnings"):
         assert section in text
+    profiled = materialization(instance, "profile", "sim-capped")
+    assert profiled["taken"] is True
+    assert f"`{profiled['top_ops'].records[0].data['op']}`" in text, "the report shows the profile's top op"
     data = json.loads(path.with_name("report.json").read_text())
     assert data["final_output_throughput"] == pytest.approx(stack["final_output_throughput"], abs=0.05), "metadata to 0.1 tok/s"
     assert len(data["sweep_rows"]) == 4
@@ -92,7 +95,7 @@ def test_re_execution_measures_no_trial_twice(tmp_path, host, store, instance) -
     defs = build_defs(tmp_path / "targets", host=host, store=store)
     job = defs.resolve_job_def("baseline_job")
     assert job.execute_in_process(partition_key="sim-capped", instance=instance).success
-    trials_job = dg.define_asset_job("trials_only", selection=["candidates", "trials"]).resolve(
+    trials_job = dg.define_asset_job("trials_only", selection=["profile", "candidates", "trials"]).resolve(
         asset_graph=defs.resolve_asset_graph())
     for _ in range(2):
         assert trials_job.execute_in_process(partition_key="sim-capped", instance=instance).success

@@ -1,6 +1,6 @@
 """Every flag the project passes to a real engine, gathered from where it keeps them.
 
-The engine's module (launcher flags, booleans, accuracy-risk knobs), its seed grid
+The engine's module (launcher flags, booleans, accuracy-risk knobs, its profiler's), its seed grid
 (entries, defaults, keep flags, ablations) and the sim's flavor parser that imitates it.
 The contract tests check each against the upstream registrations they quote.
 """
@@ -27,7 +27,8 @@ def grid_flags(engine: str) -> set[str]:
 def module_flags(engine: str) -> set[str]:
     spec = engine_for(engine)
     risks = {risk.knob for risk in spec.accuracy_risks if looks_like_flag(risk.knob)}
-    return set(spec.launcher_flags()) | set(spec.boolean_flags) | risks
+    profiler = {a for a in spec.profiler.server_args("/traces") if looks_like_flag(a)} if spec.profiler else set()
+    return set(spec.launcher_flags()) | set(spec.boolean_flags) | risks | profiler
 
 
 def sim_flavor_flags(engine: str) -> set[str]:

@@ -65,6 +65,8 @@ FLAGS = {
     "--host": (API_SERVER, 'parser.add_argument("--host", type=str, default=DEFAULT_HOST, help="Server host")', None),
     "--server-port": (API_SERVER, '"--server-port",\n        type=int,\n        default=DEFAULT_PORT,\n'
                                   '        help="Server port (note: --port is used for internal engine communication)",', None),
+    "--torch-profiler-dir": (ARG_UTILS, '"--torch-profiler-dir",\n            type=str,\n            default=None,\n'
+                                        '            help="Directory to save torch profiler traces",', None),
     "--timeout-keep-alive": (API_SERVER, '"--timeout-keep-alive",', 5),
     "--disable-uvicorn-access-log": (API_SERVER, '"--disable-uvicorn-access-log",', False),
 }
@@ -149,3 +151,25 @@ def test_launch_markers_and_no_record() -> None:
     assert str(PREFIX_CACHE_DEFAULT_ON_SINCE) == "0.1.3"
     # pyproject.toml: [tool.setuptools.packages.find] where = ["."] include = ["atom*"]
     assert spec.source_import_root == "."
+
+
+# How the profile asset drives ATOM's profiler: the flag above, these routes, and where each rank's trace lands.
+PROFILER_QUOTES = {
+    "start": (API_SERVER, '@app.post("/start_profile")'),
+    "stop": (API_SERVER, '@app.post("/stop_profile")'),
+    # model_engine/model_runner.py: a folder per rank under the profiler dir, one gzipped Chrome trace per session.
+    "rank folder": ("atom/model_engine/model_runner.py", "self.profiler_dir = os.path.join(config.torch_profiler_dir, rank_name)"),
+    "trace": ("atom/model_engine/model_runner.py", 'output_path = f"{output_prefix}_ts_{ts}_{ms:03d}.pt.trace.json.gz"'),
+}
+
+
+def test_the_profiler_we_drive_is_the_quoted_one(tmp_path) -> None:
+    profiler = engine_for("atom").profiler
+    assert profiler.server_args("/t") == ["--torch-profiler-dir", "/t"] and profiler.env("/t") == {}
+    assert (profiler.start_path, profiler.stop_path) == ("/start_profile", "/stop_profile")
+    assert PROFILER_QUOTES["start"][1] == f'@app.post("{profiler.start_path}")'
+    assert PROFILER_QUOTES["stop"][1] == f'@app.post("{profiler.stop_path}")'
+    trace = tmp_path / "rank_0" / "Llama-3-8B_ts_20260822_101500_042.pt.trace.json.gz"
+    trace.parent.mkdir()
+    trace.write_bytes(b"x")
+    assert list(tmp_path.glob(profiler.trace_glob)) == [trace], "the glob finds a rank's trace"

@@ -166,3 +166,29 @@ def test_the_metric_series_we_read_are_the_quoted_registrations() -> None:
         assert getattr(names, field).name == quote.split('"')[1] + suffix, field
     assert names.kv_usage_pct.scale == 100.0, "token_usage is a 0..1 share"
     assert dict(names.prefill_s.labels) == {"category": "extend"} and dict(names.decode_s.labels) == {"category": "decode"}
+
+
+# How the profile asset drives SGLang's profiler. Read from sgl-project/sglang's source in the
+# search index (not from the 0.5.23 wheel, which cannot be fetched here); the routes and the
+# env var stand unchanged across the releases read there.
+PROFILER_QUOTES = {
+    # python/sglang/srt/entrypoints/http_server.py: both routes are always served.
+    "start": ("sglang/srt/entrypoints/http_server.py", '@app.api_route("/start_profile", methods=["GET", "POST"])'),
+    "stop": ("sglang/srt/entrypoints/http_server.py", '@app.api_route("/stop_profile", methods=["GET", "POST"])'),
+    # Where traces go unless a request names output_dir (the profiler's setup; test/srt/test_start_profile.py
+    # sets it with `envs.SGLANG_TORCH_PROFILER_DIR.set(OUTPUT_DIR)` before launching the server).
+    "dir": ("sglang/srt/utils/profile_utils.py", 'else os.getenv("SGLANG_TORCH_PROFILER_DIR", "./logs")'),
+    # srt/managers/scheduler.py, stop_profile: one gzipped Chrome trace per TP rank.
+    "trace": ("sglang/srt/managers/scheduler.py", 'str(time.time()) + f"-TP-{self.tp_rank}" + ".trace.json.gz",'),
+}
+
+
+def test_the_profiler_we_drive_is_the_quoted_one(tmp_path) -> None:
+    profiler = engine_for("sglang").profiler
+    assert profiler.server_args("/t") == [] and profiler.env("/t") == {"SGLANG_TORCH_PROFILER_DIR": "/t"}
+    assert "SGLANG_TORCH_PROFILER_DIR" in PROFILER_QUOTES["dir"][1]
+    for route, path in (("start", profiler.start_path), ("stop", profiler.stop_path)):
+        assert f'"{path}"' in PROFILER_QUOTES[route][1] and '"POST"' in PROFILER_QUOTES[route][1]
+    trace = tmp_path / "1766500000.123-TP-0.trace.json.gz"
+    trace.write_bytes(b"x")
+    assert list(tmp_path.glob(profiler.trace_glob)) == [trace], "the glob finds a rank's trace"

@@ -164,3 +164,41 @@ def test_the_metric_series_we_read_are_registered_upstream_and_on_the_real_page(
         assert f"\n{registered + suffix}{{" in page, f"{field}: {registered + suffix} is not on the real page"
     assert 'documentation="KV-cache usage. 1 means 100 percent usage."' in loggers  # hence scale 100
     assert names.kv_usage_pct.scale == 100.0
+
+
+# (file under vllm/, the quoted line): how the profile asset switches vLLM's profiler on and drives it.
+PROFILER_QUOTES = (
+    ("entrypoints/serve/profile/api_router.py", '@router.post("/start_profile")'),
+    ("entrypoints/serve/profile/api_router.py", '@router.post("/stop_profile")'),
+    # The routes exist only when a profiler is configured.
+    ("entrypoints/serve/profile/api_router.py", "if profiler_config is not None and profiler_config.profiler is not None:"),
+    ("engine/arg_utils.py", 'vllm_group.add_argument("--profiler-config", **vllm_kwargs["profiler_config"])'),
+    ("config/profiler.py", "profiler: ProfilerKind | None = None"),
+    ("config/profiler.py", 'ProfilerKind = Literal["torch", "cuda", "proton"]'),
+    ("config/profiler.py", 'torch_profiler_dir: str = ""'),
+    ("config/profiler.py", "torch_profiler_with_stack: bool = True"),
+    # Each worker's trace: torch's tensorboard handler, `<worker>.<ns>.pt.trace.json.gz`.
+    ("profiler/wrapper.py", "trace_handler = torch.profiler.tensorboard_trace_handler("),
+    ("profiler/wrapper.py", "use_gzip=profiler_config.torch_profiler_use_gzip,"),
+)
+
+
+def test_the_profiler_we_drive_is_the_quoted_one(vllm_dir: Path) -> None:
+    for file, line in PROFILER_QUOTES:
+        assert line in (vllm_dir / file).read_text(), f"vllm/{file} no longer says {line!r}"
+    profiler = engine_for("vllm").profiler
+    assert (profiler.start_path, profiler.stop_path) == ("/start_profile", "/stop_profile")
+    assert profiler.server_args("/t")[0] == "--profiler-config" and profiler.trace_glob.endswith(".pt.trace.json*")
+
+
+@pytest.mark.real_engine
+def test_the_profiler_argv_parses_into_vllms_profiler_config() -> None:
+    from vllm.config import ProfilerConfig
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(
+        ["--model", "m", *engine_for("vllm").profiler.server_args("/tmp/traces")])
+    config = args.profiler_config
+    assert isinstance(config, ProfilerConfig)
+    assert (config.profiler, config.torch_profiler_dir, config.torch_profiler_with_stack) == ("torch", "/tmp/traces", False)

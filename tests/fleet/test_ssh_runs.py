@@ -50,7 +50,7 @@ def test_a_baseline_on_an_ssh_host_then_the_host_gone_stops_the_trials(sshd, tmp
 
         # The host stops answering: the trials step fails as environment_unavailable, no trial recorded.
         repo(tmp_path, {"gpu-ssh": sshd.host_entry(workdir, sys.executable, port=1)}, {})
-        trials_job = dg.define_asset_job("trials_only", selection=["candidates", "trials"]).resolve(
+        trials_job = dg.define_asset_job("trials_only", selection=["profile", "candidates", "trials"]).resolve(
             asset_graph=defs.resolve_asset_graph())
         gone = trials_job.execute_in_process(partition_key="sim-ssh", instance=instance, raise_on_error=False)
     assert not gone.success

@@ -81,6 +81,10 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     assert proposer_call.prompt_version.startswith("proposer/v1@") and proposer_call.tokens_in == 1200
     assert proposer_call.cost_usd == pytest.approx((1200 * 3 + 300 * 15) / 1e6)
     assert "--max-num-seqs" in proposer_call.messages[1].content, "the engine's own flag list is in the prompt"
+    shown = json.loads(proposer_call.messages[1].content)["profile"]
+    profiled = result.asset_value("profile")
+    assert shown is not None and shown["shares_pct"] == {k: round(v, 2) for k, v in profiled.summary.shares_pct.items()}
+    assert shown["top_ops"][0]["op"] == profiled.summary.top_ops[0].name, "the model sees the profile table"
     observed = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
                 and e.asset_key == dg.AssetKey("candidates")]
     assert len(observed) == len(calls) + len(rounds)

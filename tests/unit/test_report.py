@@ -71,3 +71,21 @@ def test_flagged_measurements_of_the_run_are_warned_and_others_not() -> None:
     ]
     warnings = run_measurement_warnings(rows, "r")
     assert warnings == ["validation measurement 1: the benchmark client was saturated; the server may be faster than measured"]
+
+
+def test_the_profile_section_shows_the_shares_and_top_ops_or_why_there_is_none() -> None:
+    from pathlib import Path
+
+    from hyperloom_assets.core.profile.trace import reduce_trace
+    from hyperloom_assets.core.results import ProfileResult
+
+    trace = Path(__file__).parents[1] / "fixtures" / "profiles" / "vllm_cpu_tiny.pt.trace.json.gz"
+    profile = ProfileResult(engine="vllm", taken=True, summary=reduce_trace(trace), trace_path=str(trace))
+    text = render_markdown(inputs(profile=profile))
+    section = text[text.index("## Where the time goes"):text.index("## Trials")]
+    assert "vllm's torch profiler" in section and str(trace) in section
+    assert f"| gemm | {profile.summary.shares_pct['gemm']:.2f}% |" in section
+    assert "`_C::onednn_mm`" in section and section.count("| `") == 10, "the top ten ops"
+    missing = render_markdown(inputs(profile=ProfileResult(engine="sim", taken=False, reason="no trace written")))
+    assert "No profile was taken: no trace written" in missing
+    assert "## Where the time goes" not in render_markdown(inputs()), "no profile asset, no section"

@@ -25,6 +25,7 @@ from hyperloom_assets.core.engines.spec import (
     Distribution,
     EngineSpec,
     Entry,
+    Profiler,
     Startup,
     home_of,
 )
@@ -68,6 +69,13 @@ def compile_cache_dirs(env: Mapping[str, str]) -> list[Path]:
     return [home_of(env) / ".cache" / "atom"]
 
 
+def profiler_args(trace_dir: str) -> list[str]:
+    """atom/model_engine/arg_utils.py: `--torch-profiler-dir`; POST /start_profile and /stop_profile
+    (atom/entrypoints/openai/api_server.py). Each rank writes
+    `<dir>/<rank>/<model>_ts_<time>.pt.trace.json.gz` (model_engine/model_runner.py)."""
+    return ["--torch-profiler-dir", trace_dir]
+
+
 ENGINE = EngineSpec(
     name="atom",
     listed_at=2,
@@ -101,4 +109,5 @@ ENGINE = EngineSpec(
     grid="atom.yaml",
     cli_parser=CliParser(parser_class="atom.utils.arg_parser:FlexibleArgumentParser",
                          builder="atom.model_engine.arg_utils:EngineArgs.add_cli_args"),
+    profiler=Profiler(server_args=profiler_args),
 )

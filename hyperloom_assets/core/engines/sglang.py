@@ -22,6 +22,7 @@ from hyperloom_assets.core.engines.spec import (
     Entry,
     MetricNames,
     Series,
+    Profiler,
     Startup,
     home_of,
 )
@@ -54,6 +55,17 @@ METRICS = MetricNames(
 def jit_cache_dirs(env: Mapping[str, str]) -> list[Path]:
     """sglang/srt/environ.py: SGLANG_CACHE_DIR, default ~/.cache/sglang (JIT kernels, autotune results)."""
     return [Path(env["SGLANG_CACHE_DIR"]) if env.get("SGLANG_CACHE_DIR") else home_of(env) / ".cache" / "sglang"]
+
+
+def profiler_env(trace_dir: str) -> dict[str, str]:
+    """SGLang reads its trace folder from SGLANG_TORCH_PROFILER_DIR (default ./logs); its
+    /start_profile and /stop_profile routes are always there (srt/entrypoints/http_server.py),
+    and each TP rank writes `<dir>/<time>-TP-<rank>.trace.json.gz`."""
+    return {"SGLANG_TORCH_PROFILER_DIR": trace_dir}
+
+
+def no_profiler_args(trace_dir: str) -> list[str]:
+    return []
 
 
 ENGINE = EngineSpec(
@@ -100,4 +112,5 @@ ENGINE = EngineSpec(
     cli_parser=CliParser(builder="sglang.srt.server_args:ServerArgs.add_cli_args"),
     source_context=("srt/managers/scheduler.py",),
     metrics=METRICS,
+    profiler=Profiler(server_args=no_profiler_args, env=profiler_env, trace_glob="**/*.trace.json*"),
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 from hyperloom_assets.core.engines import atom, sglang, vllm
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
-from hyperloom_assets.core.engines.spec import CliParser, Distribution, EngineSpec, Entry, Startup
+from hyperloom_assets.core.engines.spec import CliParser, Distribution, EngineSpec, Entry, Profiler, Startup
 from hyperloom_assets.sim.engine_args import FLAVORS, engine_parser, flavor_of, harness_flags, http_port_flag
 
 # The engines the sim's flavors imitate: a new flavor is a module here and code in the sim.
@@ -37,6 +37,11 @@ def prefix_cache_off(server_args: list[str], evidence: dict[str, Any] | None, ve
 
 def port_flag(server_args: list[str]) -> str:
     return http_port_flag(flavor_of(server_args))
+
+
+def profiler_args(trace_dir: str) -> list[str]:
+    """The sim's harness flag: its performance model's time breakdown, as a Chrome trace (sim/profiler.py)."""
+    return ["--profile-dir", trace_dir]
 
 
 def accepted_flags(flavor: str | None) -> frozenset[str]:
@@ -74,4 +79,5 @@ ENGINE = EngineSpec(
     simulated=True,
     cli_parser=CliParser(builder="hyperloom_assets.sim.engine_args:add_engine_args"),
     source_context=("sim/perf_model.py",),
+    profiler=Profiler(server_args=profiler_args, stop_timeout_s=30.0),
 )

@@ -121,6 +121,31 @@ class MetricNames(Frozen):
     decode_s: Series | None = None  # counter: seconds in decode
 
 
+# (trace folder on the serving host) -> what the server needs to profile into it.
+ProfilerArgs = Callable[[str], list[str]]
+ProfilerEnv = Callable[[str], dict[str, str]]
+
+
+def no_profiler_env(trace_dir: str) -> dict[str, str]:
+    return {}
+
+
+class Profiler(Frozen):
+    """How the engine's own profiler is switched on and driven over HTTP.
+
+    The server starts with `server_args(dir)` and `env(dir)` on top of the running
+    configuration; a POST to `start_path` begins recording and a POST to `stop_path`
+    ends it, after which the engine has written `trace_glob` files (Chrome trace JSON,
+    gzipped or not) under the folder.
+    """
+    server_args: ProfilerArgs
+    env: ProfilerEnv = no_profiler_env
+    start_path: str = "/start_profile"
+    stop_path: str = "/stop_profile"
+    trace_glob: str = "**/*.pt.trace.json*"
+    stop_timeout_s: float = 300.0  # writing a trace takes a while on a busy host
+
+
 class EngineSpec(Frozen):
     name: str
     listed_at: int  # its place in the lists users read (errors, `targets check`)
@@ -160,6 +185,7 @@ class EngineSpec(Frozen):
     cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
     # Source files a model proposing patches is shown (package-relative), within a size bound.
     source_context: tuple[str, ...] = ()
+    profiler: Profiler | None = None  # its own profiler; None: no profile can be taken
 
     def import_root(self, tree: Path) -> Path:
         """The folder of a checkout that goes first on the server's PYTHONPATH."""

@@ -9,6 +9,7 @@ prefix caching on unless the record says `enable_prefix_caching: False`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,6 +22,7 @@ from hyperloom_assets.core.engines.spec import (
     Entry,
     MetricNames,
     Series,
+    Profiler,
     Startup,
     home_of,
 )
@@ -48,6 +50,18 @@ METRICS = MetricNames(
     prefill_s=Series(name="vllm:request_prefill_time_seconds_sum"),  # per request, summed
     decode_s=Series(name="vllm:request_decode_time_seconds_sum"),
 )
+
+
+def profiler_args(trace_dir: str) -> list[str]:
+    """vllm/config/profiler.py's ProfilerConfig as one JSON value: the torch profiler into `trace_dir`.
+
+    Its /start_profile and /stop_profile routes exist only when a profiler is configured
+    (entrypoints/serve/profile/api_router.py); each worker writes
+    `<dir>/<worker>.<id>.pt.trace.json.gz` through torch's tensorboard_trace_handler.
+    Stacks are off: they multiply the trace's size and the reduction reads op names only.
+    """
+    return ["--profiler-config", json.dumps({"profiler": "torch", "torch_profiler_dir": trace_dir,
+                                             "torch_profiler_with_stack": False})]
 
 
 def compile_cache_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -118,4 +132,5 @@ ENGINE = EngineSpec(
                          builder="vllm.entrypoints.launchers.cli_args:make_arg_parser"),
     source_context=("v1/core/sched/scheduler.py", "v1/worker/cpu_worker.py"),
     metrics=METRICS,
+    profiler=Profiler(server_args=profiler_args),
 )

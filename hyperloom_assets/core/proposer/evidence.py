@@ -35,7 +35,7 @@ def trial_rows(trials: list[TrialRecord]) -> list[dict[str, Any]]:
 
 
 def proposer_payload(target: Target, baseline: BaselineResult, roofline: RooflineResult,
-                     trials: list[TrialRecord], flags: list[dict], profile_table: list[dict] | None,
+                     trials: list[TrialRecord], flags: list[dict], profile: dict[str, Any] | None,
                      sources: dict[str, str], kept: list[str], max_proposals: int) -> dict[str, Any]:
     m, r, a = baseline.measurement, roofline.roofline, roofline.achieved
     return {
@@ -49,7 +49,7 @@ def proposer_payload(target: Target, baseline: BaselineResult, roofline: Rooflin
                      m.output_throughput_ci_high], "request_throughput": m.request_throughput,
                      "completed": m.completed, "launch_evidence": baseline.launch.evidence},
         "telemetry": baseline_telemetry(baseline),
-        "profile": profile_table,
+        "profile": profile,
         "kept_so_far": kept,
         "trials_so_far": trial_rows(trials),
         "engine_flags": flags,

@@ -11,6 +11,8 @@ from hyperloom_assets.core.decisions.stop_reasons import describe as describe_st
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.releases.run import ReleaseCheck
+from hyperloom_assets.core.results import ProfileResult
+from hyperloom_assets.core.profile.trace import CATEGORIES
 from hyperloom_assets.core.report.rendering import table, trials_markdown
 from hyperloom_assets.core.report.tables import describe_change
 from hyperloom_assets.core.roofline.roofline import Achieved
@@ -57,6 +59,7 @@ class ReportInputs(Strict):
     warnings: list[str]
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
     source_tree: SourceTree | None = None
+    profile: ProfileResult | None = None  # where the baseline's time goes
 
 
 def throughput_headline(baseline_tok_s: float, final_tok_s: float) -> str:
@@ -119,6 +122,28 @@ def _sweep(r: ReportInputs) -> list[str]:
     return ["## Concurrency sweep", "", table(headers, rows), ""] + [f"![{p}]({p})" for p in r.plots] + [""]
 
 
+REPORT_TOP_OPS = 10
+
+
+def _profile(r: ReportInputs) -> list[str]:
+    p = r.profile
+    if p is None:
+        return []
+    if not p.taken:
+        return ["## Where the time goes", "", f"No profile was taken: {p.reason}", ""]
+    s = p.summary
+    unit = "simulated ms" if p.simulated else "ms"
+    source = "the sim's performance model" if p.simulated else f"{p.engine}'s torch profiler"
+    shares = [(c, f"{s.shares_pct[c]:.2f}%", f"{s.category_ms[c]:,.1f}") for c in CATEGORIES if s.category_ms[c] > 0]
+    ops = [(i + 1, f"`{o.name}`", o.category, o.calls, f"{o.self_ms:,.2f}", f"{o.share_pct:.2f}%")
+           for i, o in enumerate(s.top_ops[:REPORT_TOP_OPS])]
+    return ["## Where the time goes", "",
+            f"The baseline's configuration, one short round profiled by {source} ({s.time_base} time, a window of "
+            f"{s.window_ms:,.1f} {unit}; trace: `{p.trace_path}`).", "",
+            table(["category", "share of window", f"self {unit}"], shares), "",
+            table(["#", "op", "category", "calls", f"self {unit}", "share"], ops), ""]
+
+
 def _commands(r: ReportInputs) -> list[str]:
     def env_prefix(env: dict[str, str]) -> str:
         return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
@@ -155,7 +180,7 @@ def _source_tree(r: ReportInputs) -> list[str]:
 
 
 def render_markdown(r: ReportInputs) -> str:
-    lines = _headline(r) + _roofline(r)
+    lines = _headline(r) + _roofline(r) + _profile(r)
     lines += ["## Trials", "", trials_markdown(r.trials) if r.trials else "(no trials)", ""]
     lines += _stack(r) + _source_tree(r) + _release(r) + _sweep(r) + _commands(r)
     lines += ["## Launch evidence", "", "```json", json.dumps(r.launch_evidence, indent=2, sort_keys=True), "```", ""]

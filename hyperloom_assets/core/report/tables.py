@@ -1,4 +1,4 @@
-"""Typed tables: every trial, the plan, the sweep. Pure code.
+"""Typed tables: every trial, the plan, the sweep, the profile. Pure code.
 
 One table per thing a user reads row by row, with typed columns and numbers rounded to
 what they mean; the assets hand these to Dagster as table metadata (sortable in the UI),
@@ -16,6 +16,7 @@ from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.profile.trace import CATEGORIES, CATEGORY_MEANING, ProfileSummary
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.roofline.position import Position
 
@@ -169,3 +170,31 @@ def positions_table(found: list[Position]) -> Table:
         measurement_id=p.measurement_id, kind=p.kind, fingerprint=p.fingerprint, concurrency=p.concurrency,
         output_throughput=rounded(p.output_throughput, "tok/s"), ceiling_tok_s=rounded(p.ceiling_tok_s, "tok/s"),
         of_ceiling_pct=rounded(p.of_ceiling_pct, "%"), binding=p.binding) for p in found])
+
+
+PROFILE_OP_COLUMNS = columns_of(
+    ("rank", "int", "by self time, largest first"),
+    ("op", "string", "the op as the profiler names it (step annotations with their sizes as N)"),
+    ("category", "string", "attention, gemm, sampling, overhead, communication or other"),
+    ("calls", "int", "times it ran in the profiled round"),
+    ("self_ms", "float", "its own time, children excluded, ms (the sim's: simulated ms)"),
+    ("share_pct", "float", "of the profiled window, %"),
+)
+PROFILE_SHARE_COLUMNS = columns_of(
+    ("category", "string", "where the time went"),
+    ("share_pct", "float", "of the profiled window, %"),
+    ("self_ms", "float", "its ops' self time, ms"),
+    ("covers", "string", "what the category holds"),
+)
+
+
+def profile_ops_table(summary: ProfileSummary) -> Table:
+    return Table(columns=PROFILE_OP_COLUMNS, rows=[dict(
+        rank=i + 1, op=o.name, category=o.category, calls=o.calls, self_ms=rounded(o.self_ms, "ms"),
+        share_pct=rounded(o.share_pct, "%")) for i, o in enumerate(summary.top_ops)])
+
+
+def profile_shares_table(summary: ProfileSummary) -> Table:
+    return Table(columns=PROFILE_SHARE_COLUMNS, rows=[dict(
+        category=c, share_pct=rounded(summary.shares_pct[c], "%"), self_ms=rounded(summary.category_ms[c], "ms"),
+        covers=CATEGORY_MEANING[c]) for c in CATEGORIES])

@@ -1,0 +1,58 @@
+"""The `profile` asset: where the running configuration's time goes, by the engine's own profiler.
+
+One launch of the baseline's configuration with the profiler on, a short profiled round,
+the trace reduced to top ops by self time and the shares of attention, GEMM, sampling
+and overhead (resources/profiling.py). The tables and the trace file are kept; the
+proposer and the report read them. A profile that cannot be taken is a warning: the
+asset still materializes, saying why.
+"""
+
+import shlex
+
+import dagster as dg
+from dagster import AssetExecutionContext
+
+from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.core.report.precision import rounded
+from hyperloom_assets.core.report.tables import profile_ops_table, profile_shares_table
+from hyperloom_assets.core.results import BaselineResult, ProfileResult, RooflineResult
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.profiling import run_profile
+
+
+def profile_metadata(result: ProfileResult) -> dict:
+    metadata: dict = {"taken": result.taken, "engine": result.engine}
+    if not result.taken:
+        return {**metadata, "reason": dg.MetadataValue.text(result.reason or "unknown")}
+    s = result.summary
+    metadata.update({f"{category}_pct": rounded(share, "%") for category, share in s.shares_pct.items()})
+    metadata.update(
+        time_base=s.time_base, window_ms=rounded(s.window_ms, "ms"), ops=s.events,
+        top_ops=table_value(profile_ops_table(s)), shares=table_value(profile_shares_table(s)),
+        trace=dg.MetadataValue.path(result.trace_path), argv=dg.MetadataValue.text(shlex.join(result.argv)))
+    if result.profiled_tok_s is not None:
+        metadata["profiled_output_throughput"] = rounded(result.profiled_tok_s, "tok/s")
+    return metadata
+
+
+def build_profile_asset(partitions: dg.PartitionsDefinition):
+    @dg.asset(partitions_def=partitions, group_name="explore",
+              description="Where the time goes: one profiled launch of the running configuration, reduced to "
+                          "top ops by self time and the shares of attention, GEMM, sampling and overhead.")
+    def profile(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
+                baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[ProfileResult]:
+        target = catalog.target(context.partition_key)
+        host = hosts.for_target(target)
+        folder = step_dir(host, context.partition_key, context.run.run_id, "profile")
+        result = run_profile(host=host, bench=bench, spec=baseline.spec, contract=baseline.contract, run_dir=folder)
+        if result.taken:
+            shares = ", ".join(f"{k} {v:.1f}%" for k, v in result.summary.shares_pct.items() if v >= 0.05)
+            context.log.info("profile %s: %s (trace %s)", context.partition_key, shares, result.trace_path)
+        else:
+            context.log.warning("profile %s not taken: %s", context.partition_key, result.reason)
+        return dg.Output(result, metadata=profile_metadata(result))
+
+    return profile
