@@ -56,7 +56,8 @@ def test_the_trials_table_shows_vllms_telemetry(tmp_path, tiny_model, host, stor
     job = defs.resolve_implicit_global_asset_job_def()
     with dg.instance_for_test() as instance:
         result = job.execute_in_process(partition_key="tiny", instance=instance, asset_selection=[
-            dg.AssetKey(k) for k in ("framework_tree", "server_config", "baseline", "roofline", "candidates", "trials")])
+            dg.AssetKey(k) for k in ("framework_tree", "server_config", "baseline", "roofline", "profile", "candidates",
+                                     "trials")])
         assert result.success
         record = instance.fetch_materializations(dg.AssetKey("trials"), limit=1).records[0]
         base = instance.fetch_materializations(dg.AssetKey("baseline"), limit=1).records[0]
