@@ -55,7 +55,7 @@ def start(job: str, home: Path, targets: Path, log: Path) -> subprocess.Popen:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
 
 
-def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 2,
+def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 1,
                    deadline_s: float = DEADLINE_S) -> int:
     """Until `trial` has a finished launch and its next server is up; returns that server's pid."""
     deadline = time.monotonic() + deadline_s
@@ -79,7 +79,7 @@ def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int 
 def materialize_climb(home: Path, targets: Path, log: Path, partition: str) -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
     argv = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "hyperloom_assets.definitions",
-            "--select", "candidates,trials", "--partition", partition,
+            "--select", "profile,candidates,trials", "--partition", partition,
             "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})]
     with log.open("w") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
