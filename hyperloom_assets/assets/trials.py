@@ -119,12 +119,9 @@ def _look_text(look: Look) -> str:
 def run_climb(context, target, host, bench, store, baseline: BaselineResult, roofline: RooflineResult,
               first_plan: list[Variant], rounds: RoundInputs | None = None) -> TrialsResult:
     name, key = context.partition_key, baseline.context_key
-    limit = overtime_limit_s(baseline.measuring_s)
-    finished: list[TrialRecord] = []
-    asked = [1]  # the proposer's rounds so far: `candidates` asked the first
-
+    history: list[TrialRecord] = []  # the trials so far: the planner's and the proposer's evidence
     tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
-    history: list[TrialRecord] = []  # the trials so far: the planner's evidence after each keeper
+    asked = [1]  # the proposer's rounds so far: `candidates` asked the first
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         if not keepers:
@@ -134,10 +131,44 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         if rounds is None or asked[0] >= rounds.settings.max_rounds:
             return rules
         asked[0] += 1
-        return propose(rounds, asked[0], trials=finished, keepers=keepers, tried=tried) + rules
+        return propose(rounds, asked[0], trials=history, keepers=keepers, tried=tried) + rules
 
     trees = TrialTrees(baseline.run_tree)
     launch_spec = trees.spec_maker(target, baseline.spec)
+
+    def on_look(index: int, variant_name: str, look: Look, replayed: bool) -> None:
+        context.log.info("trial %d %s: launch %d (%s) %s%s", index, variant_name, look.index, look.role,
+                         _look_text(look), ", replayed from the ledger" if replayed else "")
+
+    def on_trial(record: TrialRecord) -> None:
+        history.append(record)
+        trees.settle(record)
+        tried_patches.update(patch.sha256 for patch in record.variant.patches)
+        _observe_trial(context, record)
+
+    ledger = StoreLedger(context, store, key)
+    deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
+    budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
+    gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
+                      launch_spec, context.log)
+    noise_key, prior = _launch_noise_prior(context, store, target, baseline)
+    result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan,
+                   _measurer(context, target, host, bench, store, baseline, launch_spec),
+                   ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
+                   remember_look=ledger.remember_look, on_look=on_look,
+                   checks=Checks(admit=trees.admit, gate=gate.judge_variant), prior=prior)
+    store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
+                              launch_means=launch_means(result.evidence))
+    record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
+                f"running gain {result.best_gain_pct():+.2f}%")
+    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
+                        tree_commit=trees.head(), patch_commits=trees.commits,
+                        launch_noise_dof=prior.dof if prior else 0)
+
+
+def _measurer(context, target, host, bench, store, baseline: BaselineResult, launch_spec):
+    """The climb's MeasureFn: one launch of the stack (plus the variant), as a TrialMeasurement."""
+    name, limit = context.partition_key, overtime_limit_s(baseline.measuring_s)
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         # variant None: the running best launched again beside a variant under review, or
@@ -150,7 +181,7 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
-                                       context_key=key, fingerprint=fingerprint, overtime_s=limit)
+                                       context_key=baseline.context_key, fingerprint=fingerprint, overtime_s=limit)
         except ServerError as exc:
             if exc.error_class == "environment_unavailable":  # the host, not the variant: never a failed trial
                 raise dg.Failure(description=f"environment_unavailable: {exc}",
@@ -163,47 +194,32 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                                 measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
                                 telemetry=measured.measurement.telemetry)
 
-    def on_look(index: int, variant_name: str, look: Look, replayed: bool) -> None:
-        context.log.info("trial %d %s: launch %d (%s) %s%s", index, variant_name, look.index, look.role,
-                         _look_text(look), ", replayed from the ledger" if replayed else "")
+    return measure
 
-    def on_trial(record: TrialRecord) -> None:
-        finished.append(record)
-        history.append(record)
-        trees.settle(record)
-        tried_patches.update(patch.sha256 for patch in record.variant.patches)
-        context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
-                         ", replayed from the ledger" if record.replayed else "")
-        context.log_event(dg.AssetObservation(asset_key="trials", partition=name, metadata={
-            "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
-            "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
-            "provenance": record.variant.trial_provenance(), "rule": record.variant.rule or "",
-            "diagnosis": record.variant.diagnosis or "", "plan_reason": record.variant.reason,
-            **({"llm_verdict": dg.MetadataValue.json(record.variant.llm.model_dump(mode="json", exclude={"patch"}))}
-               if record.variant.llm else {}),
-            "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
-        }))
 
-    ledger = StoreLedger(context, store, key)
-    deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
-    budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
-    gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
-                      launch_spec, context.log)
+def _observe_trial(context, record: TrialRecord) -> None:
+    """A finished trial in the run log and as an observation of `trials`."""
+    context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
+                     ", replayed from the ledger" if record.replayed else "")
+    variant = record.variant
+    context.log_event(dg.AssetObservation(asset_key="trials", partition=context.partition_key, metadata={
+        "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
+        "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
+        "provenance": variant.trial_provenance(), "rule": variant.rule or "",
+        "diagnosis": variant.diagnosis or "", "plan_reason": variant.reason,
+        **({"llm_verdict": dg.MetadataValue.json(variant.llm.model_dump(mode="json", exclude={"patch"}))}
+           if variant.llm else {}),
+        "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
+    }))
+
+
+def _launch_noise_prior(context, store, target, baseline: BaselineResult):
+    """(the key earlier runs' launch noise is kept under, the prior they give, or None)."""
     noise_key = target_noise_key(target, baseline)
     prior = prior_from(store.launch_noise_history(noise_key, HISTORY_MAX_AGE))
     context.log.info("launch noise from earlier runs: %s", f"{prior.dof} degrees of freedom, sd "
                      f"{100 * prior.variance ** 0.5:.1f}%" if prior else "none (first looks cannot decide)")
-    result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
-                   remember_look=ledger.remember_look, on_look=on_look,
-                   checks=Checks(admit=trees.admit, gate=gate.judge_variant), prior=prior)
-    store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
-                              launch_means=launch_means(result.evidence))
-    record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
-                f"running gain {result.best_gain_pct():+.2f}%")
-    return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
-                        tree_commit=trees.head(), patch_commits=trees.commits,
-                        launch_noise_dof=prior.dof if prior else 0)
+    return noise_key, prior
 
 
 def target_noise_key(target, baseline: BaselineResult) -> str:

@@ -20,10 +20,9 @@ _REPORT = re.compile(r"hyperloom-engine-origin: (\S+) (.+?) pid=(\d+)\s*$", re.M
 IMPORT_CHECK_TIMEOUT_S = 300
 
 
-def tree_launch_env(spec: ServerSpec, engine: EngineSpec, env: Mapping[str, str]) -> dict[str, str]:
-    """What to set on top of the server's env so it imports the engine from spec.framework_tree."""
-    assert spec.framework_tree is not None
-    return engine.tree_env(spec.framework_tree, env.get("PYTHONPATH"), REPORTER_DIR)
+def tree_launch_env(engine: EngineSpec, tree: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """`env` plus what makes a server import the engine from `tree` (its import root, the origin reporter)."""
+    return {**env, **engine.tree_env(tree, env.get("PYTHONPATH"), REPORTER_DIR)}
 
 
 def reported_origins(log_text: str, package: str) -> list[str]:
@@ -63,7 +62,7 @@ def check_tree_imports(engine: EngineSpec, tree: Path, python: Path, env: Mappin
 
     Returns the file it came from; ServerError("preflight") carries the import's own error.
     """
-    launch_env = {**env, **engine.tree_env(tree, env.get("PYTHONPATH"), REPORTER_DIR)}
+    launch_env = tree_launch_env(engine, tree, env)
     code = f"import {engine.package} as m; print(m.__file__)"
     done = subprocess.run([str(python), "-c", code], env=launch_env, capture_output=True, text=True,
                           timeout=IMPORT_CHECK_TIMEOUT_S)

@@ -21,7 +21,7 @@ from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, host_placement, pin_process
-from hyperloom_assets.resources.hosts.engine_origin import REPORTER_DIR
+from hyperloom_assets.resources.hosts.engine_origin import tree_launch_env
 from hyperloom_assets.resources.hosts.engines import installed_in
 from hyperloom_assets.resources.hosts.preflight import (
     GpuToolOutputError,
@@ -111,7 +111,7 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
     root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
     launch_env = server_env(env, unset_env)
     if framework_tree is not None and engine is not None:
-        launch_env.update(engine_for(engine).tree_env(Path(framework_tree), launch_env.get("PYTHONPATH"), REPORTER_DIR))
+        launch_env = tree_launch_env(engine_for(engine), Path(framework_tree), launch_env)
     try:
         server = launch(argv, launch_env, log_path, pid_dir)
     except OSError as error:

@@ -100,8 +100,9 @@ def package_prefix(spec: EngineSpec) -> PurePosixPath:
     return PurePosixPath(spec.source_import_root) / spec.package
 
 
-def outside_package(files: list[str], spec: EngineSpec) -> list[str]:
-    prefix = package_prefix(spec)
+def outside_package(files: list[str], prefix: PurePosixPath | str) -> list[str]:
+    """The files not inside `prefix` (the engine package's folder in the tree), or escaping it."""
+    prefix = PurePosixPath(prefix)
     bad = []
     for name in files:
         path = PurePosixPath(name)
@@ -116,7 +117,7 @@ def parse_patch(text: str, name: str, source: PatchSource, spec: EngineSpec, whe
     if not _is_diff(text):
         raise PatchError(f"{label}: not a unified diff (no `+++`/`diff --git` file line and `@@` hunk)")
     files = touched_files(text)
-    bad = outside_package(files, spec)
+    bad = outside_package(files, package_prefix(spec))
     if bad:
         raise PatchError(f"{label}: touches {', '.join(bad)}, outside the {spec.name} package "
                          f"({package_prefix(spec)}/ in the tree)")

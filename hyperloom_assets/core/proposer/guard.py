@@ -11,10 +11,10 @@ count.
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
 
 from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.models import Frozen, Strict
+from hyperloom_assets.core.patches.patch import outside_package, touched_files
 from hyperloom_assets.core.planning.variants import canonical_flag, looks_like_flag, setting_key, split_args
 from hyperloom_assets.core.proposer.replies import ProposedChange
 
@@ -29,8 +29,6 @@ DENIED_ENV_NAMES = frozenset({"PYTHONPATH", "PATH"})
 DENIED_ENV_WORDS = ("KEY", "TOKEN", "SECRET")
 PATCH_MAX_BYTES = 20_000
 _GAIN_CLAIM = re.compile(r"[+-]?\d+(?:\.\d+)?\s*(?:%|percent\b|x\b|×|tok/s|tokens?/s)", re.IGNORECASE)
-_DIFF_PATH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)")
-_GIT_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)")
 
 # In the order they are checked; a refusal reports the first that fired.
 RULES: dict[str, str] = {
@@ -72,25 +70,6 @@ class Guarded(Strict):
     @property
     def rule(self) -> str | None:
         return self.refusals[0].rule if self.refusals else None
-
-
-def touched_files(diff: str) -> list[str]:
-    """The paths a unified diff names (old and new), once each, in order."""
-    found: list[str] = []
-    for line in diff.splitlines():
-        header = _GIT_HEADER.match(line)
-        names = list(header.groups()) if header else []
-        plain = _DIFF_PATH.match(line)
-        if plain and plain.group(1) != "/dev/null":
-            names.append(plain.group(1))
-        found += [name for name in names if name not in found]
-    return found
-
-
-def outside_package(files: list[str], package_prefix: str) -> list[str]:
-    prefix = PurePosixPath(package_prefix)
-    return [name for name in files if ".." in PurePosixPath(name).parts or PurePosixPath(name).is_absolute()
-            or prefix not in PurePosixPath(name).parents]
 
 
 def _flag_refusals(proposal: ProposedChange, spec: EngineSpec, harness: frozenset[str]) -> list[Refusal]:
