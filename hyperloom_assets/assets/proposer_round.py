@@ -16,7 +16,9 @@ import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for, speaking
 from hyperloom_assets.core.engines.registry import harness_flags_for
+from hyperloom_assets.core.patches.patch import PatchError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
+from hyperloom_assets.core.planning.patch_plan import llm_patch
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
 from hyperloom_assets.core.planning.variants import LlmOrigin, Variant
 from hyperloom_assets.core.proposer.evidence import critic_payload, flag_rows, proposer_payload
@@ -27,9 +29,10 @@ from hyperloom_assets.core.proposer.replies import CriticReply, ProposedChange, 
 from hyperloom_assets.core.proposer.settings import ProposerConfigError, ProposerSettings, resolve_settings
 from hyperloom_assets.resources.store.llm_calls import LlmCallLog
 
-# Main cannot launch a source patch yet (the patch path lands with its own work): an
-# approved patch is held, recorded, and not planned, so it is never measured without it.
-PATCH_PATH_AVAILABLE = False
+# A source patch launches only from the target's framework_tree (the run's worktree of
+# it); without one the engine is the venv's and the patch could not be served, so an
+# approved patch is held, recorded, and not planned: it is never measured without it.
+NO_TREE_TO_PATCH = "approved; the target has no framework_tree, so a source patch cannot be served"
 
 
 def settings_for(target) -> ProposerSettings:
@@ -85,8 +88,9 @@ def _variant(inputs: RoundInputs, change: ProposedChange, round_no: int, critic:
                        patch=change.patch)
     risky = accuracy_risk(spec, change.server_args, change.env) is not None or change.patch is not None
     reason = f"[llm round {round_no}] {change.rationale} (critic: {'; '.join(critic.reasons) or 'approve'})"
+    patches = [llm_patch(change.name, change.patch, engine_for(inputs.target.engine))] if change.patch else []
     return Variant(name=f"llm: {change.name}", add_args=change.server_args, set_env=change.env, provenance="llm",
-                   reason=reason, accuracy_risky=risky, llm=origin)
+                   reason=reason, accuracy_risky=risky, llm=origin, patches=patches)
 
 
 def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], checks: dict, evidence: dict,
@@ -100,6 +104,7 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
         patch_error = None
         if change.patch:
             patch_error, patch_index = checks["patch_errors"][patch_index], patch_index + 1
+            patch_error = patch_error or _not_a_patch(inputs, change)
         shape = argv_shape_error(change.server_args)
         verdict = guard(change, spec, harness_flags_for(spec.name),
                         GuardInputs(parser_error=shape or parser_error or probe.get("parser_error"),
@@ -115,6 +120,15 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
     return variants, fates
 
 
+def _not_a_patch(inputs: RoundInputs, change: ProposedChange) -> str | None:
+    """What git accepted but the patch path cannot launch (a diff without a hunk), else None."""
+    try:
+        llm_patch(change.name, change.patch, engine_for(inputs.target.engine))
+    except PatchError as exc:
+        return str(exc)
+    return None
+
+
 def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, critic: CriticReply | None, round_no: int,
                   variants: list[Variant]) -> ProposalFate:
     if critic is None:
@@ -123,9 +137,8 @@ def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, critic: Cr
     if critic.verdict == "reject":
         return fate.model_copy(update={"outcome": "rejected"})
     variant = _variant(inputs, change, round_no, critic)
-    if change.patch and not PATCH_PATH_AVAILABLE:
-        return fate.model_copy(update={"outcome": "held", "variant": variant.name,
-                                       "detail": "approved; this build cannot launch a source patch yet"})
+    if change.patch and inputs.target.framework_tree is None:
+        return fate.model_copy(update={"outcome": "held", "variant": variant.name, "detail": NO_TREE_TO_PATCH})
     variants.append(variant)
     return fate.model_copy(update={"outcome": "approved", "variant": variant.name})
 

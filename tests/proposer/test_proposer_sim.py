@@ -74,7 +74,8 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     fates = {f["proposal"]["name"]: f for f in rounds[0]["fates"]}
     assert {name: fates[name]["rule"] for name in REFUSED} == {name: rule for name, (rule, _) in REFUSED.items()}
     assert fates[GOOD["name"]]["outcome"] == "approved"
-    assert fates["tag the perf model"]["outcome"] == "held", "an applying patch is approved, held until patches launch"
+    assert fates["tag the perf model"]["outcome"] == "held", \
+        "an applying patch is approved, and held: the target has no framework_tree to serve it from"
     calls = log.calls("sim")
     assert [c.role for c in calls].count("proposer") == 2 and [c.role for c in calls].count("critic") == 2
     proposer_call = calls[0]
@@ -85,6 +86,10 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     profiled = result.asset_value("profile")
     assert shown is not None and shown["shares_pct"] == {k: round(v, 2) for k, v in profiled.summary.shares_pct.items()}
     assert shown["top_ops"][0]["op"] == profiled.summary.top_ops[0].name, "the model sees the profile table"
+    seen = json.loads(proposer_call.messages[1].content)["telemetry"]
+    scraped = result.asset_value("baseline").measurement.telemetry
+    assert scraped.scrapes > 1 and seen["kv_usage_pct_max"] == scraped.kv_usage_pct_max is not None, \
+        "the model sees the server's own telemetry (the sim speaks its flavor's metric names)"
     observed = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
                 and e.asset_key == dg.AssetKey("candidates")]
     assert len(observed) == len(calls) + len(rounds)

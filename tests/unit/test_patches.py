@@ -9,7 +9,7 @@ from hyperloom_assets.core.config.targets import Target, load_targets
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.patches.library import library_patches, offered_patches
 from hyperloom_assets.core.patches.patch import PatchError, parse_patch
-from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
+from hyperloom_assets.core.planning.patch_plan import llm_patch, patch_candidates, with_patches
 from hyperloom_assets.core.planning.variants import Variant
 from tests.conftest import SIM_MODEL
 
@@ -39,6 +39,15 @@ def test_not_a_diff_and_outside_the_package_are_refused() -> None:
         parse_patch(DIFF.replace("vllm/config.py", "setup.py"), "p", "operator", VLLM)
     with pytest.raises(PatchError, match="outside the sglang package"):
         parse_patch(DIFF.replace("vllm/", "sglang/"), "p", "operator", engine_for("sglang"))  # lives in python/
+
+
+def test_a_models_diff_is_an_llm_patch_named_after_its_proposal_and_a_mode_change_is_not_one() -> None:
+    patch = llm_patch("Fuse the RMS norm!", DIFF, VLLM)
+    assert (patch.name, patch.source, patch.files) == ("llm-fuse-the-rms-norm", "llm", ("vllm/config.py",))
+    # git applies a bare mode change, but there is nothing in it to launch or gate
+    mode_only = "diff --git a/vllm/config.py b/vllm/config.py\nold mode 100644\nnew mode 100755\n"
+    with pytest.raises(PatchError, match="proposal 'mode': not a unified diff"):
+        llm_patch("mode", mode_only, VLLM)
 
 
 def test_every_library_patch_has_its_header_and_claims_its_engine() -> None:

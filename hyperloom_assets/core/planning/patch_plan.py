@@ -9,10 +9,13 @@ for the gate's tests and benchmark).
 
 from __future__ import annotations
 
+import re
+
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.patches.library import offered_patches
-from hyperloom_assets.core.patches.patch import SourcePatch, read_patch_file
+from hyperloom_assets.core.patches.patch import SourcePatch, parse_patch, read_patch_file
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 
@@ -24,6 +27,12 @@ def patch_variant(patch: SourcePatch, score: float) -> Variant:
     said = f"{patch.changes}. Why: {patch.why}. Risk: {patch.risk}" if patch.changes else patch.describe()
     return Variant(name=f"patch {patch.name}", provenance="patch", reason=f"[{patch.source} patch] {said}",
                    accuracy_risky=True, expected_value=score, patches=[patch])
+
+
+def llm_patch(name: str, diff: str, spec: EngineSpec) -> SourcePatch:
+    """A model's proposed diff as a source patch (`llm-<name>`); PatchError when it is not a diff."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return parse_patch(diff, f"llm-{slug}", "llm", spec, where=f"proposal {name!r}")
 
 
 def operator_patches(target: Target) -> list[SourcePatch]:

@@ -1,8 +1,8 @@
 """What the model sees, gathered from the target's evidence into one JSON payload. Pure code.
 
 The target and its workload, the hardware and roofline, the baseline's launch evidence
-and metrics, the server telemetry (a hook: `telemetry` stays None until the baseline
-carries a scrape), the profile table, every trial so far with its outcome and interval,
+and metrics, the server's own telemetry over the baseline's measured rounds (None when
+the engine serves no /metrics), the profile table, every trial so far with its outcome and interval,
 the engine's own flag list as its installed parser registers it, and for patches a few
 source files of the engine's package within a size bound.
 """
@@ -15,9 +15,13 @@ from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
 
+
 def baseline_telemetry(baseline: BaselineResult) -> dict[str, Any] | None:
-    """The server telemetry the baseline scraped, once it carries one (the search work adds it)."""
-    return getattr(baseline, "telemetry", None)
+    """The engine's /metrics over the baseline's measured rounds, with the prefix hit rate worked out."""
+    telemetry = baseline.measurement.telemetry
+    if telemetry is None:
+        return None
+    return {**telemetry.model_dump(mode="json", exclude_none=True), "prefix_hit_pct": telemetry.prefix_hit_pct}
 
 
 def flag_rows(flags: list[dict], with_help: bool) -> list[dict]:
