@@ -76,10 +76,12 @@ def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int 
 
 # Only the climb, in the run worker's own process (the implicit asset job's default
 # executor would put the step in a child process, and a kill of the parent would miss it).
-def materialize_climb(home: Path, targets: Path, log: Path, partition: str) -> subprocess.Popen:
+# A resumed climb may leave `profile` out: the killed run materialized it before its trials.
+def materialize_climb(home: Path, targets: Path, log: Path, partition: str,
+                      select: str = "profile,candidates,trials") -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
     argv = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "hyperloom_assets.definitions",
-            "--select", "profile,candidates,trials", "--partition", partition,
+            "--select", select, "--partition", partition,
             "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})]
     with log.open("w") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)

@@ -31,7 +31,7 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     (targets / "tiny-ssh.yaml").write_text(yaml.safe_dump({
         "engine": "vllm", "model": str(tiny_model), "host": "gpu-ssh", "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
         "server_args": ["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"],
-        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 8, "num_prompts": 24},
+        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 8, "num_prompts": 16},
         "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "sweep_concurrencies": [8]}))
     defs = build_defs(targets, host=host, store=store)
     with dg.instance_for_test() as instance:

@@ -26,8 +26,13 @@ from tests.conftest import write_tiny_target
 pytestmark = [pytest.mark.real_engine, pytest.mark.cli]
 
 def test_a_climb_killed_mid_trial_on_vllm_resumes_and_measures_only_the_rest(tmp_path, home, tiny_model) -> None:
+    # A cap of 2 under 16 streams: the first variant lifts it for a gain of several times,
+    # so its first look (no interval yet) asks for another and the trial has a middle to stop
+    # in; a cap of 2 under 4 streams gained too little and was reverted at its first look.
     targets = write_tiny_target(tmp_path / "targets", tiny_model, repeats=1, max_trials=1,
-                                server_args=["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"])
+                                server_args=["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"],
+                                workload={"kind": "random", "isl": 64, "osl": 32, "concurrency": 16,
+                                          "num_prompts": 32})
     done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
     assert done.returncode == 0, done.stderr[-4000:]
 
@@ -44,7 +49,7 @@ def test_a_climb_killed_mid_trial_on_vllm_resumes_and_measures_only_the_rest(tmp
         killed_run = instance.get_runs()[0].run_id
 
     resumed_log = tmp_path / "resumed.log"
-    resumed = materialize_climb(home, targets, resumed_log, "tiny")
+    resumed = materialize_climb(home, targets, resumed_log, "tiny", select="candidates,trials")
     assert resumed.wait(timeout=1200) == 0, resumed_log.read_text()[-4000:]
     text = resumed_log.read_text()
     assert wait_gone(server, 5) < 5, "the orphan vLLM server was reaped"
