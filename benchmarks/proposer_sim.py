@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
+from benchmarks.support.llm_servers import environment, scripted, vllm_tiny  # noqa: E402
 from benchmarks.support.results import RESULTS_DIR, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
-from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
 from hyperloom_assets.core.planning.variants import compose  # noqa: E402
 from hyperloom_assets.definitions import build_defs  # noqa: E402
 from hyperloom_assets.resources.hosts.local import LocalHost  # noqa: E402
@@ -52,7 +50,6 @@ from hyperloom_assets.resources.store.results import ResultStore  # noqa: E402
 from hyperloom_assets.sim.engine_args import split_harness_args  # noqa: E402
 from hyperloom_assets.sim.predict import predict  # noqa: E402
 from tests.proposer.proposals import APPROVE, change  # noqa: E402
-from tests.proposer.scripted_llm import ScriptedLlm  # noqa: E402
 
 MODEL = ROOT / "models" / "llama-3-8b"
 HARNESS = ["--gpu", "H100", "--time-scale", "50"]
@@ -63,6 +60,7 @@ SELECTION = ["framework_tree", "server_config", "baseline", "roofline", "profile
 ORACLE = [change("cap to the concurrency, room for its prefills", ["--max-num-seqs", "32", "--max-num-batched-tokens", "8192"],
                  rationale="the cap of 8 binds under 32 streams and 2048 tokens starve the prefills"),
           change("cap to the concurrency", ["--max-num-seqs", "32"], rationale="the cap of 8 binds under 32 streams")]
+SCRIPT = {"proposer": [json.dumps({"proposals": ORACLE}), json.dumps({"proposals": []})], "critic": [APPROVE]}
 
 
 def true_gain_pct(final_args: list[str]) -> float:
@@ -101,55 +99,15 @@ def run_one(folder: Path, budget: int, proposer: dict | None, providers: LlmProv
             "rounds": len(rounds), "stop_reason": climb.stop_reason, "wall_s": round(time.monotonic() - started, 1)}
 
 
-@contextmanager
-def vllm_tiny(folder: Path) -> Iterator[dict]:
-    """vLLM CPU serving the generated tiny Llama, reached by the openai SDK."""
-    import subprocess
-
-    model = folder / "tiny-llama"
-    subprocess.run([sys.executable, "-m", "hyperloom_assets.cli", "tiny-model", str(model)], check=True,
-                   capture_output=True)
-    host = LocalHost(state_dir=str(folder / "llm-state"), check_foreign_processes=False)
-    spec = ServerSpec(engine="vllm", model=model, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
-                      server_args=["--enforce-eager", "--max-num-seqs", "2", "--max-model-len", "4096"])
-    with host.serve(spec, folder / "llm-run", label="tiny model for the proposer") as served:
-        yield {"env": {"OPENAI_BASE_URL": f"{served.base_url}/v1", "OPENAI_API_KEY": "not-needed-by-vllm"},
-               "proposer": {"provider": "openai", "model": served.served_model, "max_rounds": 2, "source_bytes": 0,
-                            "flag_help": False}}
-
-
-@contextmanager
-def scripted() -> Iterator[dict]:
-    reply = json.dumps({"proposals": ORACLE})
-    with ScriptedLlm({"proposer": [reply, json.dumps({"proposals": []})], "critic": [APPROVE]}) as llm:
-        yield {"env": {"OPENAI_BASE_URL": f"http://127.0.0.1:{llm.port}/v1", "OPENAI_API_KEY": "scripted"},
-               "proposer": {"provider": "openai", "model": "scripted-oracle", "max_rounds": 2}}
-
-
-@contextmanager
-def environment(env: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def column(name: str, folder: Path, args: argparse.Namespace, stack: ExitStack) -> tuple[dict | None, LlmProviders]:
     """The target's proposer and the providers for one run; a model server lives as long as `stack`."""
     if name == "rules":
         return None, LlmProviders()
     if name == "real":
         return {"provider": args.provider, "model": args.model, "max_rounds": 2}, LlmProviders()
-    setup = stack.enter_context(vllm_tiny(folder) if name == "vllm-tiny" else scripted())
-    stack.enter_context(environment(setup["env"]))
-    # The tiny model's noise is cut at a few hundred tokens: the floor costs seconds, not minutes.
-    return setup["proposer"], LlmProviders(max_tokens=256 if name == "vllm-tiny" else 4096)
+    server = stack.enter_context(vllm_tiny(folder) if name == "vllm-tiny" else scripted(SCRIPT))
+    stack.enter_context(environment(server.env))
+    return {**server.proposer, "max_rounds": 2}, LlmProviders(max_tokens=server.max_tokens)
 
 
 def main() -> int:

@@ -20,26 +20,47 @@ the same way: its noise-free throughput, as a share of the attainable gain
 (pick - operator) / (best point - operator). Reported per budget (5, 10, 20, 40
 launches): the median share over --seeds runs, and whether the planner is ahead of TPE.
 
+With --proposer, a column `proposer:<label>`: planner+history with a model's rounds as
+`candidates` and `trials` ask them (assets/proposer_round.py: guard, critic, approved
+variants ahead of the rule plan; round 1 on the first plan, one after each keeper up to
+--max-rounds), at the same budgets and seeds; a model call is not a launch. Per
+scenario it also records the model's calls, rounds, rounds that fell back and the
+variants it got tried and kept (benchmarks/support/proposer_column.py):
+- `vllm-tiny`: vLLM CPU serving the tiny random Llama (the floor; its replies are noise);
+- `scripted`: an in-process scripted server whose one proposal is the space's best point
+  one change can reach (an oracle, no model);
+- `real` with --provider anthropic|openai --model M: keys and base URLs are the SDK's own
+  variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, *_BASE_URL), never read here.
+--add keeps the committed columns of search_quality.json and computes only the proposer
+column: the seeds, budgets and noise must match, and planner+history (run again) must come
+out as committed for every seed, else it refuses; without it every column is computed
+again and an earlier proposer column is dropped.
+
 Run: .venv/bin/python benchmarks/search_quality.py [--seeds 20] [--only NAME] [--workers 2]
+     [--proposer vllm-tiny]                                        # every column, and the floor's
+     [--proposer real --provider anthropic --model claude-sonnet-4-5 --seeds 10 --add]
 Writes benchmarks/results/search_quality.json; point truths are cached under .cache/.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import SimScenario  # noqa: E402
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.proposer_column import KINDS, MAX_ROUNDS, ProposerColumn  # noqa: E402
+from benchmarks.support.results import RESULTS_DIR, machine, write_results  # noqa: E402
 from benchmarks.support.search_space import Noise, Space  # noqa: E402
-from benchmarks.support.searchers import climb_search, random_search, tpe_search  # noqa: E402
+from benchmarks.support.searchers import Picks, climb_search, random_search, tpe_search  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace  # noqa: E402
 
@@ -110,24 +131,28 @@ def cached_space(scenario: SimScenario, workers: int) -> Space:
     return space
 
 
-def run_scenario(scenario: SimScenario, noise: Noise, seeds: int, workers: int) -> dict:
+def run_scenario(scenario: SimScenario, noise: Noise, seeds: int, workers: int,
+                 column: ProposerColumn | None = None, previous: dict | None = None) -> dict:
+    """The scenario's row; with `previous` (its committed row), only the proposer column, merged into it."""
     started = time.monotonic()
     space = cached_space(scenario, workers)
     grid_s = time.monotonic() - started
-    shares: dict[str, dict[int, list[float]]] = {name: {b: [] for b in BUDGETS} for name in SEARCHERS}
-    first_trials = []
-    for seed in range(seeds):
-        picks, trials = climb_search(space, noise, seed, BUDGETS, history=True)
-        first_trials.append([f"{t.name}: {t.outcome}" for t in trials[:5]])
-        found = {PLANNER: picks, "planner": climb_search(space, noise, seed, BUDGETS)[0],
-                 "planner-single+history": climb_search(space, noise, seed, BUDGETS, history=True, combine=False)[0],
-                 "planner-single": climb_search(space, noise, seed, BUDGETS, combine=False)[0],
-                 "tpe": tpe_search(space, noise, seed, BUDGETS), "random": random_search(space, noise, seed, BUDGETS)}
-        for name, by_budget in found.items():
-            for budget, argv in by_budget.items():
-                shares[name][budget].append(space.share(argv))
+    first_trials: list[list[str]] = []
+    # --add runs planner+history again: the column's base, and the proof that the kept columns still hold.
+    runs = {PLANNER: searcher_runs(space, noise, first_trials)[PLANNER]} if previous else \
+        searcher_runs(space, noise, first_trials)
+    shares = {name: shares_of(space, run, seeds) for name, run in runs.items()}
+    if previous:
+        check_reproduced(previous, space, shares[PLANNER])  # before a model is asked anything
+    search_s = time.monotonic() - started - grid_s
+    asked: list[dict] = []
+    if column:
+        shares[column.name] = shares_of(space, column_run(space, noise, column, asked), seeds)
+    column_s = time.monotonic() - started - grid_s - search_s
     medians = {name: {b: statistics.median(v) for b, v in by.items()} for name, by in shares.items()}
-    ahead = {name: {b: medians[name][b] > medians["tpe"][b] for b in BUDGETS} for name in (PLANNER, "planner")}
+    if previous:
+        return merged_row(previous, column, shares, medians, column_stats(asked, column_s))
+    names = (PLANNER, "planner", *([column.name] if column else []))
     return {
         "scenario": scenario.name, "model": scenario.model.name, "gpu": f"{scenario.gpu} x{scenario.tp}",
         "flavor": scenario.flavor, "workload": scenario.workload.model_dump(mode="json"),
@@ -135,26 +160,131 @@ def run_scenario(scenario: SimScenario, noise: Noise, seeds: int, workers: int) 
         "knob_options": {k: len(v) + 1 for k, v in space.families.items()},
         "baseline_tok_s": space.value(space.baseline_argv), "best_tok_s": space.best,
         "near_best_share": space.near_best(), "median_share": medians, "shares": shares,
-        "ahead_of_tpe": ahead, "planner_first_trials": first_trials[:3],
-        "grid_s": round(grid_s, 1), "search_s": round(time.monotonic() - started - grid_s, 1),
+        "ahead_of_tpe": {name: {b: medians[name][b] > medians["tpe"][b] for b in BUDGETS} for name in names},
+        "planner_first_trials": first_trials[:3], "grid_s": round(grid_s, 1), "search_s": round(search_s, 1),
+        "proposer": {column.name: column_stats(asked, column_s)} if column else {},
     }
+
+
+def searcher_runs(space: Space, noise: Noise, first_trials: list[list[str]]) -> dict[str, Callable[[int], Picks]]:
+    """Each searcher's run of one seed; planner+history's first trials land in `first_trials`."""
+    def planner_history(seed: int) -> Picks:
+        picks, trials = climb_search(space, noise, seed, BUDGETS, history=True)
+        first_trials.append([f"{t.name}: {t.outcome}" for t in trials[:5]])
+        return picks
+
+    return {PLANNER: planner_history, "planner": lambda seed: climb_search(space, noise, seed, BUDGETS)[0],
+            "planner-single+history": lambda seed: climb_search(space, noise, seed, BUDGETS, history=True,
+                                                                combine=False)[0],
+            "planner-single": lambda seed: climb_search(space, noise, seed, BUDGETS, combine=False)[0],
+            "tpe": lambda seed: tpe_search(space, noise, seed, BUDGETS),
+            "random": lambda seed: random_search(space, noise, seed, BUDGETS)}
+
+
+def column_run(space: Space, noise: Noise, column: ProposerColumn, asked: list[dict]) -> Callable[[int], Picks]:
+    """The proposer column's run of one seed: planner+history with the model's rounds; its asks in `asked`."""
+    def run(seed: int) -> Picks:
+        with column.climb(space) as proposer:
+            picks, trials = climb_search(space, noise, seed, BUDGETS, history=True, proposer=proposer)
+        asked.append(model_rounds(proposer.summary(), trials))
+        return picks
+
+    return run
+
+
+def shares_of(space: Space, run: Callable[[int], Picks], seeds: int) -> dict[int, list[float]]:
+    """Budget -> each seed's pick's share of the attainable gain."""
+    picks = [run(seed) for seed in range(seeds)]
+    return {b: [space.share(p[b]) for p in picks] for b in BUDGETS}
+
+
+def model_rounds(summary: dict[str, int], trials: list) -> dict:
+    """One climb's asks of the model and what its variants became."""
+    llm = [t for t in trials if t.variant.provenance == "llm"]
+    return {**summary, "llm_trials": len(llm), "llm_keepers": sum(t.outcome == "KEEP" for t in llm),
+            "first_trials": [f"{t.name}: {t.outcome}" for t in trials[:5]]}
+
+
+def column_stats(asked: list[dict], search_s: float) -> dict:
+    """What the climbs of one scenario asked of the model, summed over the seeds."""
+    totals = {key: sum(a[key] for a in asked) for key in
+              ("llm_calls", "rounds", "rounds_fell_back", "calls_failed", "approved", "llm_trials", "llm_keepers")}
+    return {**totals, "seeds": len(asked), "first_trials": [a["first_trials"] for a in asked[:3]],
+            "search_s": round(search_s, 1)}
+
+
+def check_reproduced(previous: dict, space: Space, planner_shares: dict[int, list[float]]) -> None:
+    """The committed row must be of this space and this code, or its columns and the new one would not compare."""
+    stale = previous["points"] != len(space.points) or abs(previous["best_tok_s"] - space.best) > 1e-6 * space.best
+    stale = stale or any(len(planner_shares[b]) != len(previous["shares"][PLANNER][b]) or any(
+        abs(new - old) > 1e-9 for new, old in zip(planner_shares[b], previous["shares"][PLANNER][b])) for b in BUDGETS)
+    if stale:
+        raise SystemExit(f"--add: {previous['scenario']}'s committed row is not what this code and space give "
+                         f"({PLANNER} differs, or the space: {previous['points']} points, best "
+                         f"{previous['best_tok_s']:.1f} then, {len(space.points)}, {space.best:.1f} now); "
+                         "run again without --add")
+
+
+def merged_row(previous: dict, column: ProposerColumn, shares: dict, medians: dict, stats: dict) -> dict:
+    """The committed row with the proposer column's shares, medians, standing against TPE and asks added."""
+    name = column.name
+    return {**previous, "median_share": {**previous["median_share"], name: medians[name]},
+            "shares": {**previous["shares"], name: shares[name]},
+            "ahead_of_tpe": {**previous["ahead_of_tpe"],
+                             name: {b: medians[name][b] > previous["median_share"]["tpe"][b] for b in BUDGETS}},
+            "proposer": {**previous.get("proposer", {}), name: stats}}
+
+
+def with_int_budgets(row: dict) -> dict:
+    """A row read back from JSON, its per-budget keys numbers again."""
+    def by_budget(table: dict) -> dict:
+        return {name: {int(b): v for b, v in values.items()} for name, values in table.items()}
+    return {**row, "median_share": by_budget(row["median_share"]), "shares": by_budget(row["shares"]),
+            "ahead_of_tpe": by_budget(row["ahead_of_tpe"])}
+
+
+def columns_of(row: dict) -> list[str]:
+    return [*SEARCHERS, *row.get("proposer", {})]
 
 
 def print_table(rows: list[dict]) -> None:
     print(f"median share of the attainable gain at a budget of B launches (the operator's included); "
           f"* = {PLANNER} not ahead of TPE at a budget up to {AHEAD_UP_TO}")
-    header = f"{'scenario':36} {'points':>6} {'knobs':>5} {'gain':>6} {'searcher':>22} " + " ".join(
+    if any(r.get("proposer") for r in rows):
+        print(f"proposer:<label> = {PLANNER} with the model's rounds first; +/- = above/below {PLANNER}; "
+              "under it the model's calls, rounds (fell back) and its variants tried (kept), all seeds summed")
+    width = max(22, *(len(name) for r in rows for name in columns_of(r)))
+    header = f"{'scenario':36} {'points':>6} {'knobs':>5} {'gain':>6} {'searcher':>{width}} " + " ".join(
         f"{'B=' + str(b):>6}" for b in BUDGETS)
     print(header)
     print("-" * len(header))
     for r in rows:
         gain = f"{100 * (r['best_tok_s'] / r['baseline_tok_s'] - 1):5.0f}%"
-        for index, name in enumerate(SEARCHERS):
+        for index, name in enumerate(columns_of(r)):
             lead = f"{r['scenario']:36} {r['points']:6d} {r['knobs']:5d} {gain:>6}" if index == 0 else " " * 55
-            marks = ["*" if name == PLANNER and b <= AHEAD_UP_TO and not r["ahead_of_tpe"][PLANNER][b] else " "
-                     for b in BUDGETS]
-            print(f"{lead} {name:>22} " + " ".join(f"{100 * r['median_share'][name][b]:5.0f}%{m}"
-                                                   for b, m in zip(BUDGETS, marks)))
+            print(f"{lead} {name:>{width}} " + " ".join(f"{100 * r['median_share'][name][b]:5.0f}%{_mark(r, name, b)}"
+                                                        for b in BUDGETS))
+            if name in r.get("proposer", {}):
+                a = r["proposer"][name]
+                print(f"{' ' * 55} {'':>{width}} {a['llm_calls']} calls, {a['rounds']} rounds ({a['rounds_fell_back']} "
+                      f"fell back, {a['calls_failed']} on a failed call), {a['llm_trials']} llm trials "
+                      f"({a['llm_keepers']} kept) over {a['seeds']} seeds")
+
+
+def _mark(row: dict, name: str, budget: int) -> str:
+    if name == PLANNER:
+        return "*" if budget <= AHEAD_UP_TO and not row["ahead_of_tpe"][PLANNER][budget] else " "
+    if name in row.get("proposer", {}):
+        delta = row["median_share"][name][budget] - row["median_share"][PLANNER][budget]
+        return "+" if delta > 1e-9 else "-" if delta < -1e-9 else " "
+    return " "
+
+
+def previous_results() -> dict:
+    path = RESULTS_DIR / "search_quality.json"
+    if not path.is_file():
+        raise SystemExit("--add needs benchmarks/results/search_quality.json (run without --add first)")
+    return json.loads(path.read_text())
 
 
 def main() -> int:
@@ -164,25 +294,65 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="processes for the points' truths")
     parser.add_argument("--launch-sd", type=float, default=0.05)
     parser.add_argument("--repeat-sd", type=float, default=0.03)
+    parser.add_argument("--proposer", choices=KINDS, help="add a proposer column (see above)")
+    parser.add_argument("--provider", choices=["anthropic", "openai"], help="with --proposer real")
+    parser.add_argument("--model", help="with --proposer real: the provider's model name")
+    parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, help="the proposer's rounds per climb at most")
+    parser.add_argument("--add", action="store_true",
+                        help="keep the committed columns and compute only the proposer column")
     args = parser.parse_args()
+    if (args.proposer == "real") != bool(args.provider and args.model) or (args.proposer != "real" and (
+            args.provider or args.model)):
+        parser.error("--provider and --model go together, with --proposer real")
+    if args.add and not args.proposer:
+        parser.error("--add adds a proposer column: name it with --proposer")
     noise = Noise(launch_sd=args.launch_sd, repeat_sd=args.repeat_sd)
+    settings = {"budgets": BUDGETS, "seeds": args.seeds, "launch_sd": args.launch_sd, "repeat_sd": args.repeat_sd,
+                "repeats": noise.repeats, "synthetic_trace": SYNTHETIC_TRACE}
+    kept = previous_payload(settings) if args.add else {"rows": [], "columns": {}, "machine": None}
+    column = ProposerColumn(args.proposer, args.provider, args.model, args.max_rounds) if args.proposer else None
     started = time.monotonic()
     chosen = [s for s in scenarios(synthetic_trace_file()) if not args.only or args.only in s.name]
-    rows = []
-    for scenario in chosen:
-        rows.append(run_scenario(scenario, noise, args.seeds, args.workers))
-        print(f"{scenario.name}: {rows[-1]['points']} points, grid {rows[-1]['grid_s']} s, "
-              f"search {rows[-1]['search_s']} s", flush=True)
-    print_table(rows)
-    for name in (PLANNER, "planner"):
-        misses = [(r["scenario"], b) for r in rows for b in BUDGETS if b <= AHEAD_UP_TO and not r["ahead_of_tpe"][name][b]]
+    rows = {r["scenario"]: r for r in kept["rows"]}
+    with column or contextlib.nullcontext():
+        columns = {**kept["columns"], **({column.name: {**column.describe(), "machine": machine()}} if column else {})}
+        for scenario in chosen:
+            if args.add and scenario.name not in rows:
+                raise SystemExit(f"--add: {scenario.name} has no committed row; run it without --add first")
+            row = run_scenario(scenario, noise, args.seeds, args.workers, column, rows.get(scenario.name) if args.add
+                               else None)
+            rows[scenario.name] = row
+            print(f"{scenario.name}: {row['points']} points, grid {row['grid_s']} s, search {row['search_s']} s"
+                  + (f", {column.name} {row['proposer'][column.name]['search_s']} s" if column else ""), flush=True)
+            save(settings, list(rows.values()), columns, kept["machine"])  # each row as it lands
+    shown = [rows[s.name] for s in chosen]
+    print_table(shown)
+    for name in (PLANNER, "planner", *([column.name] if column else [])):
+        misses = [(r["scenario"], b) for r in shown for b in BUDGETS if b <= AHEAD_UP_TO and not r["ahead_of_tpe"][name][b]]
         print(f"{name} ahead of TPE at every budget up to {AHEAD_UP_TO}: "
               f"{'yes' if not misses else 'no: ' + ', '.join(f'{s} at {b}' for s, b in misses)}")
     print(f"{time.monotonic() - started:.0f} s")
-    write_results("search_quality", {"budgets": BUDGETS, "seeds": args.seeds, "launch_sd": args.launch_sd,
-                                     "repeat_sd": args.repeat_sd, "repeats": noise.repeats,
-                                     "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows})
     return 0
+
+
+def previous_payload(settings: dict) -> dict:
+    """The committed rows and proposer columns, when they were run with the same seeds, budgets and noise."""
+    previous = previous_results()
+    results = previous["results"]
+    differ = [key for key in ("budgets", "seeds", "launch_sd", "repeat_sd", "repeats") if results[key] != settings[key]]
+    if differ:
+        raise SystemExit(f"--add: the committed results differ in {', '.join(differ)} "
+                         f"({', '.join(f'{k}={results[k]}' for k in differ)}); pass the same or run without --add")
+    return {"rows": [with_int_budgets(r) for r in results["scenarios"]],
+            "columns": results.get("proposer_columns", {}),
+            "machine": results.get("other_columns_machine") or previous["machine"]}
+
+
+def save(settings: dict, rows: list[dict], columns: dict, other_columns_machine: dict | None) -> None:
+    payload = {**settings, "searchers": list(SEARCHERS), "proposer_columns": columns, "scenarios": rows}
+    if other_columns_machine:  # --add: the other columns are the committed ones, measured there
+        payload["other_columns_machine"] = other_columns_machine
+    write_results("search_quality", payload)
 
 
 if __name__ == "__main__":

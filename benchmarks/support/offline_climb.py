@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from hyperloom_assets.core.config.targets import Target, Workload
 from hyperloom_assets.core.decisions.climb import (
@@ -36,11 +37,10 @@ from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for
 from hyperloom_assets.core.planning.planner import PlanEvidence
 from hyperloom_assets.core.planning.stack import composition
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.results import BaselineResult
+from hyperloom_assets.core.results import BaselineResult, RooflineResult
 from hyperloom_assets.core.roofline.gpus import gpu_spec
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.roofline import (
-    Roofline,
     achieved,
     gpu_hardware,
     kv_cache_dtype_from_args,
@@ -101,6 +101,24 @@ Launcher = Callable[[SimScenario, list[str], int], Measurement]
 Admits = Callable[[list[Variant], Variant], bool]
 
 
+@dataclass(frozen=True)
+class RoundEvidence:
+    """What the offline climb hands a proposer round: what the baseline and roofline assets would."""
+    target: Target
+    baseline: BaselineResult
+    roofline: RooflineResult
+
+
+class Proposer(Protocol):
+    """A model's rounds in the climb, as the trials asset asks them (benchmarks/support/offline_proposer.py)."""
+    max_rounds: int
+
+    def propose(self, round_no: int, evidence: RoundEvidence, keepers: list[Variant],
+                trials: list[TrialRecord]) -> list[Variant]:
+        """The round's approved variants, in the model's order."""
+        ...
+
+
 def measure_once(scenario: SimScenario, args: list[str], seed: int, launcher: Launcher | None = None) -> TrialMeasurement:
     """One launch: a noisy prediction with this launch's seed, or the engine's refusal."""
     try:
@@ -135,34 +153,44 @@ def sim_baseline(scenario: SimScenario, seed: int, launcher: Launcher | None = N
                           framework_version="sim", config_version="offline", context_key=scenario.name, run_id="offline")
 
 
-def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> tuple[Roofline, dict]:
+def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> RooflineResult:
     """The roofline asset's computation for a sim target: the table's GPU times --tp."""
     shape = load_shape(scenario.model)
     workload = scenario.workload
     plan = build_plan(workload, shape.vocab) if workload.kind == "agentic" else None
-    roofline = workload_roofline(shape, gpu_hardware(scenario.gpu, scenario.tp, shape.dtype), workload, plan=plan,
+    hardware = gpu_hardware(scenario.gpu, scenario.tp, shape.dtype)
+    roofline = workload_roofline(shape, hardware, workload, plan=plan,
                                  kv_cache_dtype=kv_cache_dtype_from_args(scenario.server_args))
     m = baseline.measurement
-    return roofline, achieved(roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high)
+    return RooflineResult(roofline=roofline, hardware=hardware, achieved=achieved(
+        roofline, m.output_throughput, m.output_throughput_ci_low, m.output_throughput_ci_high))
 
 
 def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher | None = None,
                       admits: Admits | None = None, history: list[TrialRecord] | None = None,
-                      prior: LaunchNoise | None = None) -> OfflineClimb:
+                      prior: LaunchNoise | None = None, proposer: Proposer | None = None) -> OfflineClimb:
     """The trials asset's climb with predictions for launches; each launch gets its own seed.
 
     `launcher` replaces the noisy prediction, `admits` narrows every plan to a space, and
     `history` (appended to as trials finish) outlives a launcher that stops the climb;
-    `prior` is the launch noise earlier runs left (decisions/history.py).
+    `prior` is the launch noise earlier runs left (decisions/history.py). `proposer` asks
+    a model as `candidates` and `trials` do: round 1 on the first plan, another after each
+    keeper up to its max_rounds, its approved variants ahead of the rule planner's.
     """
     target = scenario.target()
     seeds = itertools.count(seed * 10_000 + 1)
     baseline = sim_baseline(scenario, next(seeds), launcher)
-    roofline, reached = sim_roofline(scenario, baseline)
+    found_roofline = sim_roofline(scenario, baseline)
+    roofline, reached = found_roofline.roofline, found_roofline.achieved
     history = [] if history is None else history
+    evidence = RoundEvidence(target=target, baseline=baseline, roofline=found_roofline)
+    asked = [0]  # the proposer's rounds so far
 
     def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
         found = plan_for_target(target, baseline, roofline, reached, keepers=keepers, tried=tried, history=history)
+        if proposer is not None and asked[0] < proposer.max_rounds:
+            asked[0] += 1
+            found = proposer.propose(asked[0], evidence, keepers, history) + found
         return [v for v in found if admits is None or admits(keepers, v)]
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:

@@ -4,7 +4,8 @@
   `plan_for_target`) on the space's noisy launches, every plan narrowed to the space;
   its pick at a budget is the stack of the keepers it had kept by then; with or
   without the launch noise of earlier runs (as the store pools it), with or without
-  the variant that moves several knobs at once;
+  the variant that moves several knobs at once, with or without a model's proposer
+  rounds (benchmarks/support/offline_proposer.py);
 - Optuna's TPE sampler (defaults; the operator's config enqueued as its first trial),
   one categorical per knob, one launch per trial, refused configs told as failed;
 - random search over the space's distinct points, the operator's config first.
@@ -19,7 +20,7 @@ import statistics
 
 import optuna
 
-from benchmarks.support.offline_climb import run_offline_climb
+from benchmarks.support.offline_climb import Proposer, run_offline_climb
 from benchmarks.support.search_space import LaunchBudgetSpent, Launches, Log, Noise, Space, pick_at
 from hyperloom_assets.core.decisions.climb import TrialRecord, launched_changes
 from hyperloom_assets.core.decisions.history import prior_from
@@ -79,11 +80,12 @@ def history_prior(noise: Noise, seed: int) -> LaunchNoise | None:
 
 
 def climb_search(space: Space, noise: Noise, seed: int, budgets: list[int], *, history: bool = False,
-                 combine: bool = True) -> tuple[Picks, list[TrialRecord]]:
+                 combine: bool = True, proposer: Proposer | None = None) -> tuple[Picks, list[TrialRecord]]:
     """The climb until its budget runs out; its pick at each budget and its trials.
 
     `history`: start from the launch noise earlier runs left; `combine`: let the planner
-    offer several knobs as one variant (planning/combine.py).
+    offer several knobs as one variant (planning/combine.py); `proposer`: a model's
+    rounds ahead of the rule plan, narrowed to the space like every plan.
     """
     # Only the launch budget stops it: a poor operator config can pass any gain target.
     scenario = space.scenario.model_copy(update={"max_trials": 10_000, "target_gain_pct": 1e9})
@@ -98,7 +100,7 @@ def climb_search(space: Space, noise: Noise, seed: int, budgets: list[int], *, h
 
     try:
         run_offline_climb(scenario, seed, launcher=lambda _, argv, __: launches.measurement(argv), admits=admits,
-                          history=trials, prior=history_prior(noise, seed) if history else None)
+                          history=trials, prior=history_prior(noise, seed) if history else None, proposer=proposer)
     except LaunchBudgetSpent:
         pass  # the trial in progress when the budget ran out decided nothing
     return climb_picks(space, trials, budgets), trials

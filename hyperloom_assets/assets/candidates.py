@@ -30,8 +30,8 @@ def build_candidates_asset(partitions: dg.PartitionsDefinition):
         variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
         settings = settings_for(target)
         if settings.asks_a_model:
-            inputs = RoundInputs(context, target, hosts.for_target(target), llm, store, baseline, roofline, settings,
-                                 profile.evidence())
+            inputs = RoundInputs.for_asset(context, target, hosts.for_target(target), llm, store, baseline,
+                                           roofline, settings, profile.evidence())
             variants = propose(inputs, 1, trials=[], keepers=[], tried=set()) + variants
         # Variants already in this context's ledger stay in the plan: the climb replays
         # their recorded outcome instead of measuring them again.

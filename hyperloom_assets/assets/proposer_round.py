@@ -6,11 +6,19 @@ engine's own parser and `git apply --check` run on the serving host; each propos
 passes goes to the critic; every call and every proposal's fate is recorded in the
 result store and as an AssetObservation on `candidates`. A reply that does not parse, or
 a call that fails, is recorded and the round falls back to the rule planner alone.
+
+The round itself needs no Dagster context: where its lines, observations and record go
+are callables in RoundInputs, which `RoundInputs.for_asset` binds to an asset's context
+and the result store, and the search-quality benchmark to a logger and a list
+(benchmarks/support/offline_proposer.py).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
 
@@ -43,13 +51,37 @@ def settings_for(target) -> ProposerSettings:
         raise dg.Failure(description=str(exc)) from exc
 
 
-class RoundInputs:
-    """What a round needs from its asset: the target's evidence and the resources that act."""
+# An observation of `candidates`: (metadata key, its JSON value).
+Observe = Callable[[str, Any], None]
 
-    def __init__(self, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
-                 profile: dict | None = None):
-        self.context, self.target, self.host, self.providers, self.store = context, target, host, providers, store
+
+class RoundInputs:
+    """What a round needs: the target's evidence, the resources that act, where its record goes.
+
+    `log` takes the round's lines, `observe` each call and the round's record (without its
+    calls), `record` the whole round with its calls.
+    """
+
+    def __init__(self, target, host, providers, baseline, roofline, settings: ProposerSettings,
+                 profile: dict | None = None, *, log: logging.Logger, observe: Observe,
+                 record: Callable[[ProposerRound], None]):
+        self.target, self.host, self.providers = target, host, providers
         self.baseline, self.roofline, self.settings, self.profile = baseline, roofline, settings, profile
+        self.log, self.observe, self.record = log, observe, record
+
+    @classmethod
+    def for_asset(cls, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
+                  profile: dict | None = None) -> RoundInputs:
+        """A round of an asset: its run log, observations of `candidates`, the result store's LlmCallLog."""
+        def observe(key: str, value: Any) -> None:
+            context.log_event(dg.AssetObservation(asset_key="candidates", partition=context.partition_key,
+                                                  metadata={key: dg.MetadataValue.json(value)}))
+
+        def record(round_record: ProposerRound) -> None:
+            LlmCallLog(store).record_round(context.partition_key, context.run.run_id, round_record)
+
+        return cls(target, host, providers, baseline, roofline, settings, profile, log=context.log,
+                   observe=observe, record=record)
 
 
 def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[str]) -> dict:
@@ -65,11 +97,6 @@ def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[st
             "patches": patches, "tree": tree}
 
 
-def _observe(inputs: RoundInputs, call: LlmCall) -> None:
-    inputs.context.log_event(dg.AssetObservation(asset_key="candidates", partition=inputs.context.partition_key,
-                                                 metadata={"llm_call": dg.MetadataValue.json(call.model_dump(mode="json"))}))
-
-
 def _ask(inputs: RoundInputs, role: str, round_no: int, payload: dict, reply_type):
     s = inputs.settings
     prompt = load_prompt(PROPOSER_PROMPT if role == "proposer" else CRITIC_PROMPT)
@@ -77,7 +104,7 @@ def _ask(inputs: RoundInputs, role: str, round_no: int, payload: dict, reply_typ
     call, parsed = inputs.providers.ask(role=role, provider=provider, model=model, prompt_version=prompt.version,
                                         round=round_no, system=prompt.text, user=render(payload), reply=reply_type,
                                         price_per_mtok=s.price_per_mtok)
-    _observe(inputs, call)
+    inputs.observe("llm_call", call.model_dump(mode="json"))
     return call, parsed
 
 
@@ -146,7 +173,7 @@ def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, critic: Cr
 def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Variant],
             tried: set[str]) -> list[Variant]:
     """The approved candidates of one round, in the model's order, none already tried."""
-    s, log = inputs.settings, inputs.context.log
+    s, log = inputs.settings, inputs.log
     first = inputs.host.proposal_checks(_probe_request(inputs, [], []))["probe"]
     flags = flag_rows(first.get("flags", []), s.flag_help)
     evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
@@ -167,8 +194,6 @@ def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Vari
         for fate in record.fates:
             log.info("proposer round %d: %s %s%s", round_no, fate.proposal.name, fate.outcome,
                      f" ({fate.rule}: {fate.refusals[0].detail})" if fate.rule else "")
-    LlmCallLog(inputs.store).record_round(inputs.context.partition_key, inputs.context.run.run_id, record)
-    inputs.context.log_event(dg.AssetObservation(asset_key="candidates", partition=inputs.context.partition_key,
-                                                 metadata={"proposer_round": dg.MetadataValue.json(
-                                                     record.model_dump(mode="json", exclude={"calls"}))}))
+    inputs.record(record)
+    inputs.observe("proposer_round", record.model_dump(mode="json", exclude={"calls"}))
     return [v for v in variants if trial_fingerprint(keepers, v) not in tried]

@@ -57,8 +57,8 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         settings = settings_for(target)
-        rounds = RoundInputs(context, target, host, llm, store, baseline, roofline, settings, profile.evidence()) \
-            if settings.asks_a_model else None
+        rounds = RoundInputs.for_asset(context, target, host, llm, store, baseline, roofline, settings,
+                                       profile.evidence()) if settings.asks_a_model else None
         with recorded_stops(context, store, "trials"):
             result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds)
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
