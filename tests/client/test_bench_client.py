@@ -187,6 +187,26 @@ def test_a_measurement_past_its_time_limit_is_cancelled_mid_round(echo_server):
     assert 0.5 <= stopped.value.elapsed_s < 5.0 and time.monotonic() - started < 8.0
 
 
+def test_the_limit_is_overtime_by_the_loops_own_timer_not_a_second_clock(echo_server, monkeypatch):
+    # uvloop's timers run on its millisecond clock and may fire a fraction of a millisecond
+    # before time.monotonic() says the limit has passed; judged by that second clock, such
+    # an overtime came out as a bare TimeoutError now and then. Here the second clock says
+    # no time passed at all: the limit that fired is still an overtime.
+    class StoppedClock:
+        perf_counter = staticmethod(time.perf_counter)
+
+        @staticmethod
+        def monotonic() -> float:
+            return 0.0
+
+    monkeypatch.setattr(runner, "time", StoppedClock)
+    url = echo_server("--token-delay-ms", "50")
+    workload = Workload(kind="random", isl=8, osl=200, concurrency=1, num_prompts=2)
+    with pytest.raises(BenchOvertime, match="passed its limit of 0.5 s") as stopped:
+        measure(url, "echo", workload, vocab_size=100, warmups=0, timeout_s=0.5)
+    assert 0.5 <= stopped.value.elapsed_s < 5.0
+
+
 def test_progress_reports_each_round_and_a_heartbeat_inside_a_long_one(echo_server, monkeypatch):
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.2)
     url = echo_server("--token-delay-ms", "20")
