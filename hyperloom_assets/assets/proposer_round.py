@@ -24,7 +24,7 @@ import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for, speaking
 from hyperloom_assets.core.engines.registry import harness_flags_for
-from hyperloom_assets.core.patches.patch import PatchError
+from hyperloom_assets.core.patches.patch import PatchError, SourcePatch
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.patch_plan import llm_patch
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
@@ -108,16 +108,16 @@ def _ask(inputs: RoundInputs, role: str, round_no: int, payload: dict, reply_typ
     return call, parsed
 
 
-def _variant(inputs: RoundInputs, change: ProposedChange, round_no: int, critic: CriticReply) -> Variant:
+def _variant(inputs: RoundInputs, change: ProposedChange, round_no: int, critic: CriticReply,
+             patch: SourcePatch | None) -> Variant:
     spec = speaking(inputs.target.engine, inputs.target.server_args)
     origin = LlmOrigin(provider=inputs.settings.provider, model=inputs.settings.model, round=round_no,
                        rationale=change.rationale, verdict=critic.verdict, critic_reasons=critic.reasons,
                        patch=change.patch)
     risky = accuracy_risk(spec, change.server_args, change.env) is not None or change.patch is not None
     reason = f"[llm round {round_no}] {change.rationale} (critic: {'; '.join(critic.reasons) or 'approve'})"
-    patches = [llm_patch(change.name, change.patch, engine_for(inputs.target.engine))] if change.patch else []
     return Variant(name=f"llm: {change.name}", add_args=change.server_args, set_env=change.env, provenance="llm",
-                   reason=reason, accuracy_risky=risky, llm=origin, patches=patches)
+                   reason=reason, accuracy_risky=risky, llm=origin, patches=[patch] if patch else [])
 
 
 def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], checks: dict, evidence: dict,
@@ -128,10 +128,10 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
     prefix = f"{spec.source_import_root}/{spec.package}".removeprefix("./")
     variants, fates, patch_index = [], [], 0
     for change, parser_error in zip(changes, parser_errors):
-        patch_error = None
+        patch, patch_error = None, None
         if change.patch:
-            patch_error, patch_index = checks["patch_errors"][patch_index], patch_index + 1
-            patch_error = patch_error or _not_a_patch(inputs, change)
+            patch, not_a_patch = _source_patch(spec, change)
+            patch_error, patch_index = checks["patch_errors"][patch_index] or not_a_patch, patch_index + 1
         shape = argv_shape_error(change.server_args)
         verdict = guard(change, spec, harness_flags_for(spec.name),
                         GuardInputs(parser_error=shape or parser_error or probe.get("parser_error"),
@@ -142,28 +142,27 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
             call, critic = _ask(inputs, "critic", round_no, critic_payload(verdict.proposal.model_dump(), evidence,
                                                                            RULES), CriticReply)
             calls.append(call)
-            fate = _after_critic(inputs, fate, verdict.proposal, critic, round_no, variants)
+            fate = _after_critic(inputs, fate, verdict.proposal, critic, round_no, variants, patch)
         fates.append(fate)
     return variants, fates
 
 
-def _not_a_patch(inputs: RoundInputs, change: ProposedChange) -> str | None:
-    """What git accepted but the patch path cannot launch (a diff without a hunk), else None."""
+def _source_patch(spec, change: ProposedChange) -> tuple[SourcePatch | None, str | None]:
+    """The proposal's diff as the patch it launches as, or why git's yes is not enough (a diff without a hunk)."""
     try:
-        llm_patch(change.name, change.patch, engine_for(inputs.target.engine))
+        return llm_patch(change.name, change.patch, spec), None
     except PatchError as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
 
 
 def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, critic: CriticReply | None, round_no: int,
-                  variants: list[Variant]) -> ProposalFate:
+                  variants: list[Variant], patch: SourcePatch | None) -> ProposalFate:
     if critic is None:
         return fate.model_copy(update={"outcome": "critic_failed", "detail": "the critic's reply did not parse"})
     fate = fate.model_copy(update={"verdict": critic.verdict, "reasons": critic.reasons})
     if critic.verdict == "reject":
         return fate.model_copy(update={"outcome": "rejected"})
-    variant = _variant(inputs, change, round_no, critic)
+    variant = _variant(inputs, change, round_no, critic, patch)
     if change.patch and inputs.target.framework_tree is None:
         return fate.model_copy(update={"outcome": "held", "variant": variant.name, "detail": NO_TREE_TO_PATCH})
     variants.append(variant)

@@ -88,7 +88,8 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     assert shown["top_ops"][0]["op"] == profiled.summary.top_ops[0].name, "the model sees the profile table"
     seen = json.loads(proposer_call.messages[1].content)["telemetry"]
     scraped = result.asset_value("baseline").measurement.telemetry
-    assert scraped.scrapes > 1 and seen["kv_usage_pct_max"] == scraped.kv_usage_pct_max is not None, \
+    assert scraped.scrapes > 1 and scraped.kv_usage_pct_max is not None
+    assert seen["kv_usage_pct_max"] == scraped.kv_usage_pct_max, \
         "the model sees the server's own telemetry (the sim speaks its flavor's metric names)"
     observed = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
                 and e.asset_key == dg.AssetKey("candidates")]
