@@ -39,10 +39,12 @@ class EchoServer:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.served = 0
+        self.peers: set[tuple] = set()  # one (host, port) per TCP connection a completion came on
         self.rng = random.Random(args.seed)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.peers.add(request.transport.get_extra_info("peername"))
         args = self.args
         if body.get("model") != args.model:
             return _error(404, f"The model `{body.get('model')}` does not exist.")
@@ -92,6 +94,10 @@ class EchoServer:
     async def health(self, _: web.Request) -> web.Response:
         return web.Response(text="")
 
+    async def connections(self, _: web.Request) -> web.Response:
+        """How many TCP connections the completions came on, to test the client's pooling."""
+        return web.json_response({"connections": len(self.peers)})
+
 
 def build_app(args: argparse.Namespace) -> web.Application:
     server = EchoServer(args)
@@ -99,6 +105,7 @@ def build_app(args: argparse.Namespace) -> web.Application:
     app.router.add_post("/v1/completions", server.completions)
     app.router.add_get("/v1/models", server.models)
     app.router.add_get("/health", server.health)
+    app.router.add_get("/echo/connections", server.connections)
     return app
 
 

@@ -20,6 +20,11 @@ from hyperloom_assets.core.measurement.workloads import PlannedRequest
 DEFAULT_SOCK_READ_TIMEOUT_S = 600.0
 # Ten MB read buffer: under heavy load many chunks arrive before the loop reads them.
 READ_BUFSIZE = 10 * 1024**2
+# A pooled connection idle longer than this is closed by the client instead of reused.
+# vLLM's uvicorn closes an idle keep-alive connection after 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE),
+# SGLang's after 5 s too; aiohttp's own 15 s let the client reuse a connection the server was
+# closing at that moment, and the request failed with "Can not write request body".
+KEEPALIVE_S = 2.0
 
 
 def completions_url(base_url: str) -> str:
@@ -40,9 +45,9 @@ def request_payload(model: str, request: PlannedRequest) -> dict:
 
 
 def open_session(sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S) -> aiohttp.ClientSession:
-    """One session per round: pooled keep-alive connections, no connection cap."""
+    """One session per measurement: pooled keep-alive connections, no connection cap."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=sock_read_timeout_s)
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_S)
     return aiohttp.ClientSession(timeout=timeout, connector=connector, read_bufsize=READ_BUFSIZE)
 
 
@@ -89,20 +94,31 @@ def _usage_error(usage: dict | None, request: PlannedRequest) -> str | None:
 
 async def _read_stream(response: aiohttp.ClientResponse, state: _StreamState) -> None:
     # Whatever arrived, in one piece: line-by-line reads cost an await per event, which
-    # caps the client well below what a fast server streams.
+    # caps the client well below what a fast server streams. The body is read to its end,
+    # past [DONE], as `vllm bench serve` reads it: a response left with its last chunk
+    # unread closes its connection instead of handing it back to the pool.
     pending = b""
+    done = False
     async for received in response.content.iter_any():
+        if done:
+            continue
         lines = (pending + received).split(b"\n")
         pending = lines.pop()
-        for line in lines:
-            if not line.startswith(b"data:"):
-                continue  # blank separators, keep-alive comments
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                return
-            state.on_data(data)
-    if pending.startswith(b"data:") and pending[5:].strip() not in (b"", b"[DONE]"):
+        done = _on_lines(lines, state)
+    if not done and pending.startswith(b"data:") and pending[5:].strip() not in (b"", b"[DONE]"):
         state.on_data(pending[5:].strip())
+
+
+def _on_lines(lines: list[bytes], state: _StreamState) -> bool:
+    """Feed complete SSE lines to the state; whether the stream's [DONE] was among them."""
+    for line in lines:
+        if not line.startswith(b"data:"):
+            continue  # blank separators, keep-alive comments
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return True
+        state.on_data(data)
+    return False
 
 
 def error_class_of(exc: BaseException) -> str:

@@ -1,5 +1,6 @@
 """The benchmark client against a real streaming HTTP server (the echo server)."""
 
+import asyncio
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import pytest
 
 from hyperloom_assets.core.config.targets import Slo, Workload
 from hyperloom_assets.core.measurement.measurement import RequestRecord
-from hyperloom_assets.core.measurement.workloads import build_plan, theoretical_prefix_hit_pct
+from hyperloom_assets.core.measurement.workloads import PlannedRequest, build_plan, theoretical_prefix_hit_pct
 from hyperloom_assets.resources.bench import runner
 from hyperloom_assets.resources.bench.client import (
     BenchInputError,
@@ -21,6 +22,7 @@ from hyperloom_assets.resources.bench.client import (
     measure,
 )
 from hyperloom_assets.resources.bench.runner import round_seed
+from hyperloom_assets.resources.bench.stream import KEEPALIVE_S, completions_url, open_session, send_request
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"
 
@@ -262,3 +264,31 @@ def test_a_server_without_a_metrics_page_measures_without_telemetry(echo_server,
     workload = Workload(kind="random", isl=32, osl=8, concurrency=4, num_prompts=8)
     measured = measure(base_url, "echo", workload, vocab_size=1000, repeats=1)
     assert measured.completed == 8 and measured.telemetry is None
+
+
+def _connections_for(base_url: str, requests: int, gap_s: float) -> int:
+    """Requests one after another, `gap_s` apart, on one session: how many TCP connections the server saw."""
+    request = PlannedRequest(prompt_ids=[1, 2, 3], output_tokens=2)
+
+    async def in_turn() -> int:
+        async with open_session() as session:
+            for _ in range(requests):
+                record = await send_request(session, completions_url(base_url), "echo", request, time.perf_counter())
+                assert record.ok, record.error
+                await asyncio.sleep(gap_s)
+            async with session.get(base_url + "/echo/connections") as response:
+                return (await response.json())["connections"]
+
+    return asyncio.run(in_turn())
+
+
+def test_a_read_stream_hands_its_connection_back_to_the_pool(echo_server):
+    # Stopping at [DONE] left the body's last chunk unread now and then, and aiohttp closed
+    # that connection instead of pooling it.
+    assert _connections_for(echo_server(), requests=30, gap_s=0.01) == 1
+
+
+def test_a_connection_idle_past_the_keepalive_budget_is_not_reused(echo_server):
+    # vLLM's server closes an idle connection after 5 s; reusing one it is closing just then
+    # failed a request ("Can not write request body"), so the client retires them sooner.
+    assert _connections_for(echo_server(), requests=2, gap_s=KEEPALIVE_S + 0.5) == 2

@@ -202,3 +202,13 @@ def test_the_profiler_argv_parses_into_vllms_profiler_config() -> None:
     config = args.profiler_config
     assert isinstance(config, ProfilerConfig)
     assert (config.profiler, config.torch_profiler_dir, config.torch_profiler_with_stack) == ("torch", "/tmp/traces", False)
+
+
+def test_the_client_retires_idle_connections_before_vllms_server_does(vllm_dir: Path) -> None:
+    # vLLM's uvicorn closes an idle keep-alive connection after VLLM_HTTP_TIMEOUT_KEEP_ALIVE;
+    # a client that kept its connections longer reused ones being closed under it.
+    from hyperloom_assets.resources.bench.stream import KEEPALIVE_S
+
+    quote = 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE: int = 5  # seconds'
+    assert quote in (vllm_dir / "envs.py").read_text()
+    assert KEEPALIVE_S < 5
