@@ -37,7 +37,7 @@ from hyperloom_assets.resources.releases.identity import installed_version, rele
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.releases.package_index import PackageIndex, PackageIndexError, Releases
 from hyperloom_assets.resources.store.leases import HostLeases
-from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.store.results import ResultStore, StoreWriteError
 from hyperloom_assets.sensors.target_change import list_target_files, poll_seconds
 
 SENSOR_NAME = "framework_release_sensor"
@@ -207,7 +207,7 @@ def evaluate_releases(context: dg.SensorEvaluationContext, *, folder: Path, part
             continue
         try:
             tick.consider(item, str(newest))
-        except sa.exc.SQLAlchemyError as exc:
+        except (sa.exc.SQLAlchemyError, StoreWriteError) as exc:  # a read fails bare, a write as StoreWriteError
             log.error(f"{item.target}: {item.package}=={newest}: release ledger unavailable: {exc}")
     cursor = json.dumps({"first_seen": seen}, sort_keys=True)
     skip = None if tick.requests else "no release to try"

@@ -99,12 +99,12 @@ class ReleaseLedger(ExtraTables):
                 run_key: str | None = None, run_id: str | None = None, now: datetime | None = None) -> None:
         row = dict(target=target, package=package, version=version, outcome=outcome, detail=detail,
                    run_key=run_key, run_id=run_id, recorded_at=timestamp(now or _now()))
-        with self.engine().begin() as conn:
+        with self.writing(f"release {package} {version} of {target} ({outcome})") as conn:
             conn.execute(RELEASE_ATTEMPTS.insert().values(**row))
 
     def _update(self, row_id: int, outcome: str, detail: str, *, run_id: str | None, now: datetime | None) -> None:
         values = dict(outcome=outcome, detail=detail, recorded_at=timestamp(now or _now()))
         if run_id is not None:
             values["run_id"] = run_id
-        with self.engine().begin() as conn:
+        with self.writing(f"release attempt {row_id} ({outcome})") as conn:
             conn.execute(RELEASE_ATTEMPTS.update().where(RELEASE_ATTEMPTS.c.id == row_id).values(**values))

@@ -9,6 +9,8 @@ with its driver (`postgresql+psycopg2://`) for both.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
@@ -67,3 +69,11 @@ class ExtraTables:
             self.metadata.create_all(engine)
             self._ready = True
         return engine
+
+    @contextmanager
+    def writing(self, what: str) -> Iterator[sa.Connection]:
+        """The store's own transaction (`ResultStore.writing`): a failed write is a StoreWriteError
+        naming the store and `what`, rolled back whole, as for the store's own tables."""
+        self.engine()
+        with self._store.writing(what) as conn:
+            yield conn

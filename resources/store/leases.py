@@ -27,7 +27,7 @@ from hyperloom_assets.core.fleet.leases import (
 )
 from hyperloom_assets.resources.hosts.owner_scope import pid_alive
 from hyperloom_assets.resources.store.database import ExtraTables
-from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.store.results import ResultStore, StoreWriteError
 
 log = logging.getLogger(__name__)
 METADATA = sa.MetaData()
@@ -108,12 +108,13 @@ class HostLeases(ExtraTables):
         values = dict(host=host, holder=me.model_dump_json(), scope=me.scope, run_id=me.run_id,
                       acquired_at=now, heartbeat_at=now, ttl_s=ttl_s)
         try:
-            with self.engine().begin() as conn:
+            with self.writing(f"the lease of host {host!r} for {me.describe()}") as conn:
                 conn.execute(HOST_LEASES.insert().values(**values))
                 self._event(conn, host, "taken", me)
             return None
-        except sa.exc.IntegrityError:
-            pass
+        except StoreWriteError as error:
+            if not isinstance(error.__cause__, sa.exc.IntegrityError):
+                raise  # an integrity error is the lease already held: read whose it is below
         lease = self.read(host)
         if lease is None:  # released between our insert and our read: try once more
             return self.acquire(host, me, ttl_s)
@@ -124,7 +125,7 @@ class HostLeases(ExtraTables):
             return None
         if verdict is not Verdict.RECLAIM:
             raise HostLeased(blocked_message(lease, verdict, _dt(now)), verdict)
-        with self.engine().begin() as conn:
+        with self.writing(f"the reclaimed lease of host {host!r}") as conn:
             taken = conn.execute(HOST_LEASES.update().where(
                 HOST_LEASES.c.host == host, HOST_LEASES.c.holder == lease.holder.model_dump_json(),
             ).values(**values)).rowcount
@@ -137,13 +138,13 @@ class HostLeases(ExtraTables):
 
     def heartbeat(self, host: str, me: Holder) -> bool:
         """Renew the lease; False when it is no longer ours (recovered by an operator)."""
-        with self.engine().begin() as conn:
+        with self.writing(f"a heartbeat of the lease of host {host!r}") as conn:
             return conn.execute(HOST_LEASES.update().where(
                 HOST_LEASES.c.host == host, HOST_LEASES.c.holder == me.model_dump_json(),
             ).values(heartbeat_at=self._clock())).rowcount == 1
 
     def release(self, host: str, me: Holder) -> None:
-        with self.engine().begin() as conn:
+        with self.writing(f"the release of the lease of host {host!r}") as conn:
             gone = conn.execute(HOST_LEASES.delete().where(
                 HOST_LEASES.c.host == host, HOST_LEASES.c.holder == me.model_dump_json())).rowcount
             if gone:
@@ -151,7 +152,7 @@ class HostLeases(ExtraTables):
 
     def recover_scope(self, scope: str, by: dict, detail: str) -> list[str]:
         """Release every lease of a scope an operator confirmed gone, in one transaction."""
-        with self.engine().begin() as conn:
+        with self.writing(f"the recovery of the leases of scope {scope!r}") as conn:
             rows = conn.execute(sa.select(HOST_LEASES).where(HOST_LEASES.c.scope == scope)).all()
             for row in rows:
                 self._event(conn, row.host, "recovered", Holder.model_validate_json(row.holder), by=by, detail=detail)
@@ -183,5 +184,5 @@ class HostLeases(ExtraTables):
                 if not self.heartbeat(host, me):
                     on_warning(f"host {host!r}: the lease of {me.describe()} is no longer held (recovered?)")
                     return
-            except sa.exc.SQLAlchemyError as error:  # a blip: the next beat tries again
+            except (StoreWriteError, sa.exc.SQLAlchemyError) as error:  # a blip: the next beat tries again
                 log.warning("host %r: lease heartbeat failed: %s", host, error)

@@ -55,7 +55,7 @@ class LlmCallLog(ExtraTables):
 
     def record_round(self, target: str, run_id: str | None, record: ProposerRound) -> None:
         now = datetime.now(timezone.utc)
-        with self.engine().begin() as conn:
+        with self.writing(f"proposer round {record.round} of {target}") as conn:
             for call in record.calls:
                 conn.execute(LLM_CALLS.insert().values(
                     target=target, run_id=run_id, **call.model_dump(mode="json", exclude={"messages", "parsed"}),

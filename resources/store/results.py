@@ -188,7 +188,7 @@ class ResultStore(dg.ConfigurableResource):
         return self._engine
 
     @contextmanager
-    def _writing(self, what: str) -> Iterator[sa.Connection]:
+    def writing(self, what: str) -> Iterator[sa.Connection]:
         """One transaction recording `what`; StoreWriteError (after the rollback) when it fails."""
         try:
             with self.engine().begin() as conn:
@@ -206,7 +206,7 @@ class ResultStore(dg.ConfigurableResource):
                    argv=json.dumps(argv), env=json.dumps(env), evidence=json.dumps(evidence),
                    log_path=log_path, measurement=json.dumps(measurement) if measurement else None,
                    error=error, started_at=started_at, finished_at=_now())
-        with self._writing(f"a {kind} measurement of {target}") as conn:
+        with self.writing(f"a {kind} measurement of {target}") as conn:
             return int(conn.execute(MEASUREMENTS.insert().values(**row)).inserted_primary_key[0])
 
     def measurements(self, target: str, kind: str | None = None) -> list[dict[str, Any]]:
@@ -221,7 +221,7 @@ class ResultStore(dg.ConfigurableResource):
         row = dict(context_key=context_key, target=target, fingerprint=fingerprint, run_id=run_id,
                    variant=json.dumps(variant), outcome=outcome, record=json.dumps(record),
                    measurement_id=measurement_id, created_at=_now())
-        with self._writing(f"trial {fingerprint} of {target} ({outcome})") as conn:
+        with self.writing(f"trial {fingerprint} of {target} ({outcome})") as conn:
             conn.execute(TRIALS.delete().where(TRIALS.c.context_key == context_key, TRIALS.c.fingerprint == fingerprint))
             conn.execute(TRIALS.insert().values(**row))
             conn.execute(LOOKS.delete().where(LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint))
@@ -236,7 +236,7 @@ class ResultStore(dg.ConfigurableResource):
         row = dict(context_key=context_key, fingerprint=fingerprint, look=look, run_id=run_id,
                    record=json.dumps(record), created_at=_now())
         where = (LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint, LOOKS.c.look == look)
-        with self._writing(f"launch {look} of trial {fingerprint}") as conn:
+        with self.writing(f"launch {look} of trial {fingerprint}") as conn:
             conn.execute(LOOKS.delete().where(*where))
             conn.execute(LOOKS.insert().values(**row))
 
@@ -250,7 +250,7 @@ class ResultStore(dg.ConfigurableResource):
 
     def record_stop(self, *, target: str, stop_reason: str, detail: str = "", run_id: str | None = None) -> None:
         row = dict(target=target, run_id=run_id, stop_reason=stop_reason, detail=detail, created_at=_now())
-        with self._writing(f"stop reason {stop_reason} of {target}") as conn:
+        with self.writing(f"stop reason {stop_reason} of {target}") as conn:
             conn.execute(STOPS.insert().values(**row))
 
     def stops(self, target: str | None = None) -> list[dict[str, Any]]:
@@ -263,7 +263,7 @@ class ResultStore(dg.ConfigurableResource):
     def record_baseline_attempt(self, *, target: str, fingerprint: str, outcome: str, detail: str = "",
                                 run_id: str | None = None) -> None:
         row = dict(target=target, fingerprint=fingerprint, outcome=outcome, detail=detail, run_id=run_id, created_at=_now())
-        with self._writing(f"a baseline attempt of {target} ({outcome})") as conn:
+        with self.writing(f"a baseline attempt of {target} ({outcome})") as conn:
             conn.execute(BASELINE_ATTEMPTS.insert().values(**row))
 
     def baseline_attempts(self, target: str) -> list[dict[str, Any]]:
@@ -275,7 +275,7 @@ class ResultStore(dg.ConfigurableResource):
                      run_id: str | None = None) -> None:
         row = dict(target=target, context_key=context_key, run_id=run_id, keepers=json.dumps(keepers),
                    result=json.dumps(result), created_at=_now())
-        with self._writing(f"the validated stack of {target}") as conn:
+        with self.writing(f"the validated stack of {target}") as conn:
             conn.execute(STACKS.insert().values(**row))
 
     def record_launch_noise(self, *, noise_key: str, target: str, run_id: str | None,
@@ -284,7 +284,7 @@ class ResultStore(dg.ConfigurableResource):
         rows = [dict(noise_key=noise_key, target=target, run_id=run_id, config=config, launch_means=json.dumps(means),
                      created_at=_now()) for config, means in launch_means.items() if len(means) >= 2]
         if rows:
-            with self._writing(f"the launch noise of run {run_id}") as conn:
+            with self.writing(f"the launch noise of run {run_id}") as conn:
                 conn.execute(LAUNCH_NOISE.insert(), rows)
 
     def launch_noise_history(self, noise_key: str, max_age: timedelta) -> list[list[float]]:
@@ -314,7 +314,7 @@ class ResultStore(dg.ConfigurableResource):
             return stored
         text = read()
         try:
-            with self._writing(f"the target file snapshot of {target} for run {run_id}") as conn:
+            with self.writing(f"the target file snapshot of {target} for run {run_id}") as conn:
                 conn.execute(TARGET_SNAPSHOTS.insert().values(run_id=run_id, target=target, text=text,
                                                               created_at=_now()))
         except StoreWriteError as error:

@@ -4,6 +4,7 @@ nothing already recorded; runs writing one store at once collide on nothing."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,6 +14,11 @@ from hyperloom_assets.assets.trials import run_climb
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
+from hyperloom_assets.core.proposer.record import ProposerRound
+from hyperloom_assets.resources.hosts.owner_scope import this_holder
+from hyperloom_assets.resources.releases.ledger import ReleaseLedger
+from hyperloom_assets.resources.store.leases import HostLeases
+from hyperloom_assets.resources.store.llm_calls import LlmCallLog
 from hyperloom_assets.resources.store.results import ResultStore, StoreWriteError
 from benchmarks.support.store_writers import damage, fill_up, integrity, run_writers_at_once
 from benchmarks.support.sim_climbs import FAST, QUIET, baseline_and_roofline, climb_context, variant, write_target
@@ -93,3 +99,30 @@ def test_a_run_reads_its_target_from_the_snapshot_its_first_read_stored(tmp_path
     assert catalog.run_target("sim", "run-2", store).max_trials == 5, "the next run reads the edit"
     (folder / "sim.yaml").unlink()
     assert catalog.run_target("sim", "run-1", store).max_trials == 3, "even a deleted file"
+
+
+def test_the_extra_tables_writes_fail_as_the_stores_own_do(tmp_path) -> None:
+    # Leases, the release ledger and the proposer's call log live in the store's database:
+    # a write that fails names the store and the record, not a bare SQLAlchemy error.
+    path = tmp_path / "results.db"
+    writable = ResultStore(url=f"sqlite:///{path}")
+    ledger, leases, calls = ReleaseLedger(writable), HostLeases(writable), LlmCallLog(writable)
+    ledger.request("sim", "vllm", "0.33.0", "release:sim:vllm==0.33.0:1")
+    leases.acquire("gpu-a", this_holder("run-a"))
+    calls.record_round("sim", "r", ProposerRound(round=1, provenance="llm:openai/m", calls=[]))
+    frozen = read_only(path)
+    writes = {
+        "release vllm 0.33.0 of sim (requested)":
+            lambda: ReleaseLedger(frozen).request("sim", "vllm", "0.33.0", "release:sim:vllm==0.33.0:2"),
+        "the lease of host 'gpu-b'": lambda: HostLeases(frozen).acquire("gpu-b", this_holder("run-b")),
+        "the release of the lease of host 'gpu-a'": lambda: HostLeases(frozen).release("gpu-a", this_holder("run-a")),
+        "proposer round 2 of sim":
+            lambda: LlmCallLog(frozen).record_round("sim", "r", ProposerRound(round=2, provenance="p", calls=[])),
+    }
+    for what, write in writes.items():
+        with pytest.raises(StoreWriteError, match=r"^result store sqlite:///file.*results.db.*: could not record "
+                                                  + re.escape(what) + r".*readonly database"):
+            write()
+    assert len(ReleaseLedger(frozen).rows("sim", "vllm", "0.33.0")) == 1
+    assert [lease.host for lease in HostLeases(frozen).held()] == ["gpu-a"]
+    assert [row["round"] for row in LlmCallLog(frozen).rounds("sim")] == [1]
