@@ -83,7 +83,8 @@ def _bench(req: dict) -> dict:
         measurement = measure(req["base_url"], req["served_model"], Workload.model_validate(req["workload"]),
                               req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
                               num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
-                              max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"))
+                              max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"),
+                              sock_read_timeout_s=req["stall_timeout_s"])
     return measurement.model_dump(mode="json")
 
 

@@ -232,6 +232,6 @@ class SshHost(dg.ConfigurableResource):
             "base_url": base_url, "served_model": served_model, "workload": workload.model_dump(mode="json"),
             "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
             "records_dir": host_records, "max_model_len": max_model_len, "timeout_s": timeout_s,
-            "client_cpus": cpus.client_cpus if cpus else None},
+            "client_cpus": cpus.client_cpus if cpus else None, "stall_timeout_s": bench.stall_timeout_s},
             timeout_s=(timeout_s + OP_TIMEOUT_S) if timeout_s else 24 * 3600)
         return Measurement.model_validate(reply)

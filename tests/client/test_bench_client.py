@@ -254,9 +254,25 @@ def test_the_host_agents_bench_keeps_the_time_limit_and_replies_overtime(echo_se
     workload = Workload(kind="random", isl=8, osl=200, concurrency=1, num_prompts=2)
     reply = handle("bench", {"base_url": url, "served_model": "echo", "workload": workload.model_dump(mode="json"),
                              "vocab_size": 100, "repeats": 1, "warmups": 0, "num_prompts": None,
-                             "records_dir": str(tmp_path), "max_model_len": None, "timeout_s": 0.5})
+                             "records_dir": str(tmp_path), "max_model_len": None, "timeout_s": 0.5,
+                             "stall_timeout_s": 600.0})
     assert set(reply) == {"overtime"} and reply["overtime"]["limit_s"] == 0.5
     assert 0.5 <= reply["overtime"]["elapsed_s"] < 5.0
+
+
+def test_the_host_agents_bench_keeps_the_clients_stall_timeout(echo_server, tmp_path):
+    # An SSH host's BenchmarkClient(stall_timeout_s=...) holds on the host as it does here.
+    from hyperloom_assets.resources.hosts.agent import handle
+
+    url = echo_server("--ttft-ms", "3000")
+    workload = Workload(kind="random", isl=8, osl=4, concurrency=1, num_prompts=1)
+    started = time.monotonic()
+    reply = handle("bench", {"base_url": url, "served_model": "echo", "workload": workload.model_dump(mode="json"),
+                             "vocab_size": 100, "repeats": 1, "warmups": 0, "num_prompts": None,
+                             "records_dir": str(tmp_path), "max_model_len": None, "timeout_s": None,
+                             "stall_timeout_s": 0.5})
+    assert reply["server_error"]["error_class"] == "stalled" and "Timeout on reading" in reply["server_error"]["message"]
+    assert time.monotonic() - started < 2.5, "the stream was given up after 0.5 s of silence, not 3 s"
 
 
 def test_a_server_without_a_metrics_page_measures_without_telemetry(echo_server, tmp_path):
