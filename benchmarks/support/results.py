@@ -39,13 +39,18 @@ def _git_commit() -> str:
         return "unknown"
 
 
+# The commit the benchmark's code was loaded from: a long run outlives a commit made
+# meanwhile, and HEAD at the end would name code the run never executed.
+STARTED_ON_COMMIT = _git_commit()
+
+
 def machine() -> dict[str, Any]:
     """Where and when: what a reader needs to weigh a timing."""
     return {
         "hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], "python": platform.python_version(),
-        "git_commit": _git_commit(), "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_commit": STARTED_ON_COMMIT, "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -54,5 +59,5 @@ def write_results(name: str, payload: dict[str, Any] | list[Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), "results": payload}, indent=1) + "\n")
-    print(f"wrote {path.relative_to(ROOT)}")
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path

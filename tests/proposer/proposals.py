@@ -28,6 +28,11 @@ def outside_patch() -> str:
     return _diff("setup.cfg", "[metadata]\n", "[metadata]\nname = evil\n")
 
 
+def mode_only_patch() -> str:
+    """A diff git applies (a mode change of a package file) with no hunk: nothing to launch or gate."""
+    return f"diff --git a/{PERF_MODEL} b/{PERF_MODEL}\nold mode 100644\nnew mode 100755\n"
+
+
 def change(name: str, args=(), env=None, patch=None, rationale="the evidence says so") -> dict:
     return {"name": name, "server_args": list(args), "env": env or {}, "patch": patch, "rationale": rationale}
 
@@ -41,6 +46,7 @@ REFUSED = {
     "unknown-flag": ("argv_unparsed", change("unknown-flag", ["--bogus-knob", "1"])),
     "outside-patch": ("patch_outside_package", change("outside-patch", patch=outside_patch())),
     "stale-patch": ("patch_not_applying", change("stale-patch", patch=stale_patch())),
+    "mode-only-patch": ("patch_not_applying", change("mode-only-patch", patch=mode_only_patch())),
 }
 GOOD = change("raise the cap", ["--max-num-seqs", "32"],
               rationale="the cap (4) binds under concurrency 16; this will gain 300% and reach 2x tok/s")

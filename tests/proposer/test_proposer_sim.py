@@ -73,6 +73,8 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     assert [r["round"] for r in rounds] == [1, 2], "re-planned after the keeper, up to max_rounds"
     fates = {f["proposal"]["name"]: f for f in rounds[0]["fates"]}
     assert {name: fates[name]["rule"] for name in REFUSED} == {name: rule for name, (rule, _) in REFUSED.items()}
+    assert "not a unified diff" in json.dumps(fates["mode-only-patch"]["refusals"]), \
+        "git applies a bare mode change; the guard still refuses it, for having no hunk"
     assert fates[GOOD["name"]]["outcome"] == "approved"
     assert fates["tag the perf model"]["outcome"] == "held", \
         "an applying patch is approved, and held: the target has no framework_tree to serve it from"
