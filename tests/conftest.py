@@ -80,6 +80,13 @@ def store(tmp_path) -> ResultStore:
     return ResultStore(url=f"sqlite:///{tmp_path / 'results.db'}")
 
 
+@pytest.fixture
+def read_only_store(tmp_path, store) -> ResultStore:
+    """`store`'s data through a store that may only read: SQLite opens the file read-only
+    (a real refusal, even for root). tests/fleet overrides it with a Postgres role."""
+    return ResultStore(url=f"sqlite:///file:{tmp_path / 'results.db'}?mode=ro&uri=true")
+
+
 def recorded_stop_reasons(folder: Path) -> set[str]:
     """Every stop reason a result store under `folder` recorded (the tests' stores and DAGSTER_HOMEs)."""
     return {row["stop_reason"] for db in folder.rglob("results.db")

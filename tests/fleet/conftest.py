@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import uuid
+
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from hyperloom_assets.resources.store.results import ResultStore
 from benchmarks.support.fleet_services import Postgres, Redis, Sshd, start_postgres, start_redis, start_sshd
@@ -38,6 +41,16 @@ def postgres_url(postgres_server) -> str:
 @pytest.fixture
 def store(postgres_url) -> ResultStore:
     return ResultStore(url=postgres_url)
+
+
+@pytest.fixture
+def read_only_store(postgres_url, store) -> ResultStore:
+    """`store`'s database through a login role granted SELECT only (on the tables there now)."""
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with sa.create_engine(store.resolved_url(), isolation_level="AUTOCOMMIT").connect() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
+        conn.execute(sa.text(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"))
+    return ResultStore(url=postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@"))
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.hosts.ssh import SshHost
 from benchmarks.support.fleet_services import keypair
@@ -52,7 +53,7 @@ def test_a_sim_serves_through_ssh_is_measured_on_the_host_and_leaves_nothing(ssh
                        in (p.info["cmdline"] or [])]
         assert server_pids, "the server runs on the host"
         assert launch.evidence and launch.evidence["max_num_seqs"] == 4, "evidence read from the fetched log"
-        measurement = host.measure(None, launch.base_url, launch.served_model, workload, 32000, repeats=1,
+        measurement = host.measure(BenchmarkClient(), launch.base_url, launch.served_model, workload, 32000, repeats=1,
                                    warmups=1, num_prompts=8, records_dir=run_dir, max_model_len=8192)
     assert measurement.completed == 8 and measurement.output_throughput > 0
     assert (run_dir / "server.log").read_text().strip(), "the server log came back into the run folder"

@@ -4,23 +4,18 @@ writing one fresh database at once collide on nothing."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timezone
 
 import pytest
-import sqlalchemy as sa
 
 from benchmarks.support.store_writers import damage, run_writers_at_once
-from hyperloom_assets.resources.store.results import ResultStore, StoreWriteError
+from hyperloom_assets.resources.store.results import StoreWriteError
 
 
-def test_a_role_that_may_only_read_fails_a_write_by_name_and_loses_nothing(postgres_url, store) -> None:
+def test_a_role_that_may_only_read_fails_a_write_by_name_and_loses_nothing(store, request) -> None:
     store.record_stop(target="sim", stop_reason="budget_exhausted", run_id="r1")
-    role = f"reader_{uuid.uuid4().hex[:8]}"
-    with sa.create_engine(store.resolved_url(), isolation_level="AUTOCOMMIT").connect() as conn:
-        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
-        conn.execute(sa.text(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"))
-    reader = ResultStore(url=postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@"))
+    reader = request.getfixturevalue("read_only_store")  # granted after the tables exist
+    role = reader.resolved_url().split("://", 1)[1].split("@", 1)[0]
     with pytest.raises(StoreWriteError) as caught:
         reader.record_measurement(target="sim", kind="trial", argv=["serve"], env={},
                                   started_at=datetime.now(timezone.utc))
