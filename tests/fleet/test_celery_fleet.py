@@ -19,8 +19,11 @@ HOST_OF = {"a1": "gpu-a", "a2": "gpu-a", "b1": "gpu-b", "b2": "gpu-b"}
 
 
 def sim_target(host: str) -> dict:
+    # At --time-scale 1 a baseline run lasts about 12 s: long beside the seconds a run worker
+    # takes to start on two busy cores, so the two hosts' runs overlap for certain (at 20 a
+    # run lasted about 3 s, and once in CI the two hosts' runs came one after another).
     return {"engine": "sim", "model": str(SIM_MODEL), "host": host, "repeats": 2,
-            "server_args": ["--gpu", "H100", "--time-scale", "20", "--max-num-seqs", "4", "--enforce-eager"],
+            "server_args": ["--gpu", "H100", "--time-scale", "1", "--max-num-seqs", "4", "--enforce-eager"],
             "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 8, "num_prompts": 32}}
 
 
@@ -39,8 +42,10 @@ def test_two_hosts_overlap_and_one_host_never_does(tmp_path, postgres_url, redis
         assert record.dagster_run.tags[CELERY_QUEUE_TAG] == celery_queue(HOST_OF[name])
     assert not overlaps(by_target["a1"], by_target["a2"]), "two targets on one host never overlap"
     assert not overlaps(by_target["b1"], by_target["b2"]), "two targets on one host never overlap"
+    spans = {name: (round(r.start_time % 1000, 1), round(r.end_time % 1000, 1)) for name, r in sorted(by_target.items())}
+    print(f"run spans (s, mod 1000): {spans}")
     assert any(overlaps(by_target[a], by_target[b]) for a in ("a1", "a2") for b in ("b1", "b2")), \
-        "targets on two hosts run at the same time"
+        f"targets on two hosts run at the same time: {spans}"
     store = ResultStore(url=postgres_url)
     assert HostLeases(store).held() == [], "no lease outlives its run"
     assert sorted({row["target"] for name in HOST_OF for row in store.measurements(name)}) == sorted(HOST_OF)

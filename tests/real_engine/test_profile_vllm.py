@@ -32,7 +32,10 @@ def test_vllm_cpu_profiles_its_gemms_attention_and_python(tmp_path, host, tiny_m
     s = result.summary
     assert s.time_base == "host" and s.events > 1000
     categories = {o.name: o.category for o in s.top_ops}
-    assert categories.get("_C::onednn_mm") == "gemm", "vLLM CPU's matmuls are oneDNN's"
+    # vLLM 0.32's dispatch_cpu_unquantized_gemm gives weights up to 1 MiB to sgl-kernel's
+    # weight_packed_linear on an AMX CPU and the rest to oneDNN: which one runs is the machine's.
+    matmuls = {name for name in categories if name in ("_C::onednn_mm", "_C::weight_packed_linear")}
+    assert matmuls and all(categories[name] == "gemm" for name in matmuls), f"vLLM CPU's matmuls are gemm: {categories}"
     assert "attention" in categories.values() and s.shares_pct["attention"] > 0
     assert s.shares_pct["gemm"] > 0 and s.shares_pct["sampling"] > 0 and s.shares_pct["overhead"] > 0
     assert sum(s.shares_pct.values()) == pytest.approx(100.0, abs=0.5)

@@ -68,7 +68,7 @@ def test_device_kernels_win_over_host_ops_and_idle_device_time_is_overhead() -> 
 
 
 @pytest.mark.parametrize("name, category", [
-    ("_C::onednn_mm", "gemm"), ("aten::mm", "gemm"), ("aten::addmm", "gemm"), ("aten::bmm", "gemm"),
+    ("_C::onednn_mm", "gemm"), ("_C::weight_packed_linear", "gemm"), ("aten::mm", "gemm"), ("aten::addmm", "gemm"), ("aten::bmm", "gemm"),
     ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT", "gemm"), ("void cutlass::Kernel2<cutlass_80_tensorop>", "gemm"),
     ("vllm::unified_attention_with_output", "attention"), ("_C::cpu_attn_reshape_and_cache", "attention"),
     ("flash::flash_fwd_splitkv_kernel", "attention"), ("_C::rotary_embedding", "attention"),
