@@ -26,7 +26,9 @@ pytestmark = pytest.mark.real_engine
 ARGS = ["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"]
 ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # The CPU backend's KV blocks hold 128 tokens: a 320-token prefix fills two, which later prompts hit.
-WORKLOAD = {"kind": "shared_prefix", "isl": 384, "prefix_len": 320, "osl": 16, "concurrency": 8, "num_prompts": 32}
+# 96 prompts keep a round busy across several 0.5 s scrapes even on an AMX CPU, where vLLM's
+# sgl-kernel GEMMs served 32 within one interval and left only the idle edges (no gauges).
+WORKLOAD = {"kind": "shared_prefix", "isl": 384, "prefix_len": 320, "osl": 16, "concurrency": 8, "num_prompts": 96}
 
 
 def test_every_series_we_read_is_on_vllms_metrics_page(tmp_path, tiny_model, host) -> None:
@@ -40,7 +42,7 @@ def test_every_series_we_read_is_on_vllms_metrics_page(tmp_path, tiny_model, hos
         series = getattr(names, field)
         assert series_value(page, series) is not None, f"{field}: {series.name}"
     t = measured.telemetry
-    assert t is not None and t.engine == "vllm" and t.scrapes >= 2
+    assert t is not None and t.engine == "vllm" and t.scrapes >= 3, "a scrape between the edges"
     assert t.running_max >= 1 and t.prefix_queries > 0 and t.prefix_hits > 0, t
     assert t.prefill_s > 0 and t.decode_s > 0
     assert read_pidfiles(Path(host.state_path()) / "pids") == []

@@ -44,13 +44,14 @@ def test_the_real_vllm_page_holds_every_series_we_read() -> None:
     assert speaker_of(scrape, metric_names()) == "vllm"
 
 
-def test_gauges_average_and_counters_increase_over_the_rounds() -> None:
-    pages = [vllm_page(0, 0, 0.10, 2, 1000, 0), vllm_page(8, 4, 0.95, 5, 3000, 1500), vllm_page(6, 2, 0.50, 7, 5000, 2500)]
+def test_gauges_average_between_the_edges_and_counters_increase_over_the_rounds() -> None:
+    pages = [vllm_page(0, 0, 0.10, 2, 1000, 0), vllm_page(8, 4, 0.95, 5, 3000, 1500), vllm_page(6, 2, 0.50, 7, 5000, 2500),
+             vllm_page(0, 0, 0.05, 7, 5000, 2500)]
     t = telemetry_from_scrapes("vllm", VLLM, [parse_prometheus(p) for p in pages])
-    assert t.scrapes == 3
-    assert t.running_mean == pytest.approx(14 / 3) and t.running_max == 8
-    assert t.waiting_mean == pytest.approx(2.0), "the waiting-by-reason neighbour is not summed in"
-    assert t.kv_usage_pct_max == pytest.approx(95.0) and t.kv_usage_pct_mean == pytest.approx(51.666, abs=0.01)
+    assert t.scrapes == 4
+    assert t.running_mean == pytest.approx(7.0) and t.running_max == 8, "the idle edges are not averaged in"
+    assert t.waiting_mean == pytest.approx(3.0), "the waiting-by-reason neighbour is not summed in"
+    assert t.kv_usage_pct_max == pytest.approx(95.0) and t.kv_usage_pct_mean == pytest.approx(72.5)
     assert t.preemptions == 5, "a counter's increase, not its level"
     assert (t.prefix_queries, t.prefix_hits, t.prefix_hit_pct) == (4000, 2500, 62.5)
     assert t.prefill_share_pct == pytest.approx(20.0)
@@ -72,6 +73,14 @@ def test_labelled_series_pick_their_samples_and_sum_the_rest() -> None:
     assert series_value(scrape, SGLANG.kv_usage_pct) == 75.0, "the fullest rank"
     assert series_value(scrape, SGLANG.prefix_hits) == 50.0, "every cache source"
     assert series_value(scrape, SGLANG.prefill_s) == 2.5 and series_value(scrape, SGLANG.decode_s) == 7.5
+
+
+def test_rounds_shorter_than_the_scrape_interval_have_counters_and_no_gauges() -> None:
+    edges = [parse_prometheus(vllm_page(0, 0, 0.0, 0, 0, 0)), parse_prometheus(vllm_page(0, 0, 0.0, 3, 4000, 1000))]
+    t = telemetry_from_scrapes("vllm", VLLM, edges)
+    assert (t.running_mean, t.running_max, t.kv_usage_pct_mean, t.waiting_max) == (None, None, None, None), \
+        "an idle edge is no evidence of an idle server"
+    assert t.preemptions == 3 and t.prefix_queries == 4000
 
 
 def test_a_page_of_another_server_names_no_engine() -> None:

@@ -3,8 +3,11 @@
 The client scrapes `/metrics` during the measured rounds (resources/bench/telemetry.py);
 each engine module names the series that hold KV-cache usage, preemptions, the running
 and waiting requests, prefix-cache queries and hits and the time in prefill against
-decode (core/engines/spec.MetricNames). Gauges become a mean and a maximum over the
-scrapes, counters their increase from the first scrape to the last. The sim fills the
+decode (core/engines/spec.MetricNames). Counters become their increase from the first
+scrape to the last, which bracket the rounds. Gauges become a mean and a maximum over the
+scrapes between those two only: the edges see the server before the first request and
+after the last, and counting them would report a busy server as idle (a round shorter than
+the scrape interval has no gauges at all, None rather than a false 0). The sim fills the
 same model from its own scheduler (hyperloom_assets/sim/telemetry.py), so the planner
 reads one shape whichever engine served.
 """
@@ -105,9 +108,10 @@ def telemetry_from_scrapes(engine: str, names: MetricNames, scrapes: Sequence[Sc
     """The measured rounds' telemetry from scrapes taken across them, first and last at their edges."""
     if not scrapes:
         return None
-    kv_mean, kv_max = _gauge(scrapes, names.kv_usage_pct)
-    running_mean, running_max = _gauge(scrapes, names.running)
-    waiting_mean, waiting_max = _gauge(scrapes, names.waiting)
+    during = scrapes[1:-1]
+    kv_mean, kv_max = _gauge(during, names.kv_usage_pct)
+    running_mean, running_max = _gauge(during, names.running)
+    waiting_mean, waiting_max = _gauge(during, names.waiting)
     return Telemetry(
         engine=engine, scrapes=len(scrapes), kv_usage_pct_mean=kv_mean, kv_usage_pct_max=kv_max,
         preemptions=_count(_increase(scrapes, names.preemptions)), running_mean=running_mean,
