@@ -65,13 +65,29 @@ def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int 
         finished = re.search(rf"trial {trial} [^\n]*: launch 1 \(variant\)", text)
         decided = re.search(rf"trial {trial} [^\n]*: (KEEP|REVERT|KEEP_UNSTABLE|FAILED|KILLED_OVERTIME) \(", text)
         assert not decided, f"trial {trial} ended at its first launch: this target no longer tests a stop mid-trial"
-        if finished and "server ready" in text[finished.end():]:
-            pids = [record.pid for _, record in read_pidfiles(home / "hyperloom" / "pids")]
-            alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
-            if alive:
-                return alive[0]
+        if finished and "server ready" in text[finished.end():] and (alive := live_servers(home)):
+            return alive[0]
         time.sleep(0.1)
     raise AssertionError(f"never reached the middle of trial {trial}:\n{log.read_text()[-3000:]}")
+
+
+def wait_profiling(process: subprocess.Popen, log: Path, home: Path, deadline_s: float = DEADLINE_S) -> int:
+    """Until the profile step's server is up; returns its pid."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the run ended early:\n{log.read_text()[-3000:]}"
+        text = log.read_text()
+        assert "trials - " not in text, "the profile step ended before it could be stopped"
+        if "profile: server ready" in text and (alive := live_servers(home)):
+            return alive[0]
+        time.sleep(0.1)
+    raise AssertionError(f"never saw the profiled server up:\n{log.read_text()[-3000:]}")
+
+
+def live_servers(home: Path) -> list[int]:
+    """The pids of the servers the home's pidfiles name that still run."""
+    pids = [record.pid for _, record in read_pidfiles(home / "hyperloom" / "pids")]
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
 
 
 # Only the climb, in the run worker's own process (the implicit asset job's default

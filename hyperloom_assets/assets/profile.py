@@ -13,6 +13,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import profile_ops_table, profile_shares_table
 from hyperloom_assets.core.results import BaselineResult, ProfileResult, RooflineResult
@@ -21,6 +22,7 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.profiling import run_profile
+from hyperloom_assets.resources.store.results import ResultStore
 
 
 def profile_metadata(result: ProfileResult) -> dict:
@@ -43,11 +45,14 @@ def build_profile_asset(partitions: dg.PartitionsDefinition):
               description="Where the time goes: one profiled launch of the running configuration, reduced to "
                           "top ops by self time and the shares of attention, GEMM, sampling and overhead.")
     def profile(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
-                baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[ProfileResult]:
-        target = catalog.target(context.partition_key)
+                store: ResultStore, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[ProfileResult]:
+        # The run's snapshot of the target, as every step reads it: the host it leased, not an edit's.
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         folder = step_dir(host, context.partition_key, context.run.run_id, "profile")
-        result = run_profile(host=host, bench=bench, spec=baseline.spec, contract=baseline.contract, run_dir=folder)
+        with recorded_stops(context, store, "profile"):  # a cancel while the profiled server runs
+            result = run_profile(host=host, bench=bench, spec=baseline.spec, contract=baseline.contract,
+                                 run_dir=folder)
         if result.taken:
             shares = ", ".join(f"{k} {v:.1f}%" for k, v in result.summary.shares_pct.items() if v >= 0.05)
             context.log.info("profile %s: %s (trace %s)", context.partition_key, shares, result.trace_path)

@@ -32,7 +32,8 @@ def leftover_servers(host) -> list:
 # the client's read timeout: KILLED_OVERTIME. Without a limit (a baseline) it is `stalled`.
 @pytest.mark.parametrize(("fault", "outcome", "error_class"), [
     ("exit", "FAILED", "server_gone"), ("http-500", "FAILED", "http_error"),
-    ("drop-connection", "FAILED", "connection_dropped"), ("stall", "KILLED_OVERTIME", "overtime")])
+    ("drop-connection", "FAILED", "connection_dropped"), ("malformed-chunk", "FAILED", "malformed_stream"),
+    ("stall", "KILLED_OVERTIME", "overtime")])
 def test_a_trial_whose_server_misbehaves_mid_round_gets_a_clear_outcome(tmp_path, host, store, instance, monkeypatch,
                                                                         fault, outcome, error_class) -> None:
     write_target(tmp_path / "targets", FAST + ["--max-num-seqs", "4"], QUIET, max_trials=2)

@@ -25,9 +25,11 @@ from benchmarks.support.job_runs import (
     store_of,
     wait_gone,
     wait_mid_trial,
+    wait_profiling,
     write_targets,
 )
 from hyperloom_assets.cli.instance_config import write_instance_config
+from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.conftest import reap_leftovers
 
 pytestmark = pytest.mark.cli
@@ -58,6 +60,20 @@ def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes
     assert climb_launches(store, resumed) == launches_after(store.trials(context), len(looks)), \
         "only what was interrupted, and what came after it, is measured again"
     assert materialized(home, "final_report")
+
+
+@pytest.mark.stop_reason("cancelled")
+def test_ctrl_c_while_profiling_tears_the_profiled_server_down_and_records_cancelled(tmp_path, home) -> None:
+    targets = write_targets(tmp_path / "targets")
+    log = tmp_path / "run.log"
+    process = start("optimize_job", home, targets, log)
+    _, torn_down_s = stop_mid_trial(process, lambda: wait_profiling(process, log, home),
+                                    lambda: process.send_signal(signal.SIGINT))
+    assert torn_down_s < 20, f"the profiled server outlived the SIGINT by {torn_down_s:.1f} s"
+    assert process.returncode != 0
+    assert "stop reason: cancelled: terminated during profile" in log.read_text()
+    assert [row["stop_reason"] for row in store_of(home).stops("sim")] == ["cancelled"]
+    assert read_pidfiles(home / "hyperloom" / "pids") == []
 
 
 def test_terminate_from_dagster_stops_a_run_started_by_dagster_job_execute(tmp_path, home) -> None:
