@@ -7,7 +7,7 @@ launch-level ratio of geometric means with its 95% interval, as the climb comput
 
 Run: .venv/bin/python benchmarks/patch_effect.py [--patch cpu-worker-all-cores] [--pairs 3]
      [--max-num-seqs 16] [--repeats 2]
-Writes benchmarks/results/patch_effect_<patch>.json.
+Writes benchmarks/results/patch_effect_<patch>_seqs<max-num-seqs>.json.
 """
 
 from __future__ import annotations

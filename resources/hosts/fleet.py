@@ -4,8 +4,9 @@ Assets ask `hosts.for_target(target)` for the host a target names. While a run
 executes, this resource holds that host's lease (resources/store/leases.py): taken
 when the run's resources are set up, before any step, heartbeated, and released when
 the run ends whichever way it ends. While it holds the lease, this machine watches the
-run (LocalHost.watching_run: its worker recorded, dead runs released, Terminate heard). A host held by a live run refuses the run here,
-before any launch, naming the holder and since when.
+run (LocalHost.watching_run: its worker recorded, dead runs released, Terminate heard).
+A host held by a live run refuses the run here, before any launch, naming the holder and
+since when; the refusal is the run's stop reason `environment_unavailable` in the store.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dagster as dg
 
 from hyperloom_assets.core.config.hosts import LOCAL, HostsError, load_hosts
 from hyperloom_assets.core.config.targets import Target, TargetProblem
+from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.local import LocalHost
@@ -28,6 +30,7 @@ from hyperloom_assets.resources.store.results import ResultStore
 
 log = logging.getLogger(__name__)
 PARTITION_TAG = "dagster/partition"
+ENVIRONMENT_UNAVAILABLE = StopReason.ENVIRONMENT_UNAVAILABLE.value
 
 
 class HostFleet(dg.ConfigurableResource):
@@ -81,7 +84,11 @@ class HostFleet(dg.ConfigurableResource):
                 held.enter_context(HostLeases(self.store).hold(name, holder, self.lease_ttl_s,
                                                                on_warning=context.log.warning))
             except HostLeased as exc:
-                raise dg.Failure(description=str(exc), metadata={"stop_reason": "environment_unavailable",
+                # Before any step, so no step's recorded_stops sees it: the stop is kept here.
+                context.log.warning(f"stop reason: {ENVIRONMENT_UNAVAILABLE}: {exc}")
+                self.store.record_stop(target=run.tags[PARTITION_TAG], stop_reason=ENVIRONMENT_UNAVAILABLE,
+                                       detail=str(exc).splitlines()[0][:500], run_id=run.run_id)
+                raise dg.Failure(description=str(exc), metadata={"stop_reason": ENVIRONMENT_UNAVAILABLE,
                                                                   "host": name}) from exc
             context.log.info(f"host {name!r} leased by {holder.describe()}")
             if context.instance is not None:

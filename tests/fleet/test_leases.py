@@ -117,6 +117,9 @@ def test_a_run_takes_and_frees_its_hosts_lease_and_a_leased_host_refuses_it(tmp_
             refused = job.execute_in_process(partition_key="sim-a", instance=instance, raise_on_error=False)
         assert not refused.success
         assert sqlite_store.measurements("sim-a") == [], "refused before any launch"
+        stops = sqlite_store.stops("sim-a")
+        assert [(s["stop_reason"], s["run_id"]) for s in stops] == [("environment_unavailable", refused.run_id)]
+        assert "run-live" in stops[0]["detail"], "the stop names the run that holds the host"
     finally:
         live.kill()
         live.wait()

@@ -36,7 +36,8 @@ DESCRIPTIONS: dict[StopReason, str] = {
     StopReason.BASELINE_ARG_ERROR: "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",
     StopReason.ENVIRONMENT_UNAVAILABLE: ("the engine release or host could not be provided: a release run whose install "
                                          "failed, a host held by another run (its lease), an SSH host that cannot be "
-                                         "reached, or a host `python` without the engine"),
+                                         "reached (at the baseline or mid-climb), or a host `python` without the "
+                                         "engine"),
     StopReason.CANCELLED: "the run was terminated (the UI's Terminate, SIGTERM or SIGINT): its server was torn down, "
                           "every finished trial and launch stays in the ledger, and re-executing resumes from them",
 }
