@@ -6,7 +6,9 @@ import pytest
 
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint, variant_fingerprint
+from hyperloom_assets.core.planning.plan_evidence import model_class
 from hyperloom_assets.core.planning.planner import RULES, PlanEvidence, plan, prefix_share_of, replan
+from hyperloom_assets.core.roofline.model_shape import shape_from_config
 from hyperloom_assets.core.engines.registry import engine_flags_for
 from hyperloom_assets.core.engines.sim import HARNESS_FLAGS as SIM_HARNESS_FLAGS
 from hyperloom_assets.core.measurement.telemetry import Telemetry
@@ -186,6 +188,18 @@ def test_atom_gates_by_model_class():
     assert {"expert-parallel", "dp-attention", "mtp", "fp8-kv"} <= set(moe)
     assert moe["mtp"].add_args == ["--method", "mtp", "--num-speculative-tokens", "1"]
     assert moe["cudagraph-capture-sizes=[1,2,4,8,16]"].add_args[1] == "[1,2,4,8,16]"
+
+
+def test_a_model_that_ships_mtp_layers_gets_the_speculative_variant():
+    deepseek_like = {"hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128, "vocab_size": 129280,
+                     "n_routed_experts": 256, "num_experts_per_tok": 8, "num_nextn_predict_layers": 1}
+    shape = shape_from_config(deepseek_like)
+    assert model_class(shape) == {"moe": True, "fp8_model": False, "has_mtp": True}
+    variants = by_name(plan("atom", None, [], {}, RANDOM_16, PlanEvidence(**model_class(shape)), set(), grids=GRIDS))
+    assert rule_of(variants["mtp"]) == "speculative"
+    plain = shape_from_config({**deepseek_like, "num_nextn_predict_layers": 0})
+    assert "mtp" not in by_name(plan("atom", None, [], {}, RANDOM_16, PlanEvidence(**model_class(plain)), set(),
+                                     grids=GRIDS))
 
 
 def test_accepted_flags_filter_what_a_sim_can_take():

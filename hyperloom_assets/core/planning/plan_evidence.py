@@ -17,7 +17,7 @@ from hyperloom_assets.core.engines import speaking
 from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.results import BaselineResult
-from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.core.roofline.model_shape import ModelShape, load_shape
 from hyperloom_assets.core.roofline.roofline import FP8_DTYPES, Achieved, Roofline
 
 def _sequence_cap(target: Target, evidence: dict | None) -> int | None:
@@ -46,9 +46,13 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
         binding=roofline.binding, achieved_pct=achieved_pct, telemetry=telemetry,
         sequence_cap=_sequence_cap(target, baseline.launch.evidence),
         prefix_share=prefix_share_of(target.workload, baseline.measurement.theoretical_prefix_hit_pct),
-        host="cpu" if roofline.hardware.startswith("cpu") else "gpu",
-        moe=shape.experts > 0, fp8_model=shape.dtype in FP8_DTYPES,
+        host="cpu" if roofline.hardware.startswith("cpu") else "gpu", **model_class(shape),
     )
+
+
+def model_class(shape: ModelShape) -> dict[str, bool]:
+    """What the grids' `when` clauses ask of the model: MoE, fp8 weights, MTP layers."""
+    return dict(moe=shape.experts > 0, fp8_model=shape.dtype in FP8_DTYPES, has_mtp=shape.mtp_layers > 0)
 
 
 def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,

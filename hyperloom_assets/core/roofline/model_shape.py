@@ -27,6 +27,7 @@ class ModelShape(Frozen):
     moe_intermediate: int = 0
     dtype: str = "bfloat16"
     max_position_embeddings: int = 4096
+    mtp_layers: int = 0  # multi-token-prediction layers shipped for speculative decoding (DeepSeek-V3, GLM-4.5)
 
     @property
     def weight_bytes_per_param(self) -> int:
@@ -111,6 +112,7 @@ def shape_from_config(config: dict) -> ModelShape:
         moe_intermediate=int(config.get("moe_intermediate_size") or 0),
         dtype=_dtype(config),
         max_position_embeddings=int(config.get("max_position_embeddings") or 4096),
+        mtp_layers=int(config.get("num_nextn_predict_layers") or 0),
     )
 
 
