@@ -1,6 +1,8 @@
 """Scrape the engine's Prometheus `/metrics` while the measured rounds run.
 
-A background task reads the page at the start, every `interval_s` and at the end; the
+A background task reads the page at the start, `FIRST_S` later (so a round shorter than
+the interval still has a scrape of the server busy: the gauges come only from scrapes
+between the edges, core/measurement/telemetry.py), every `interval_s` and at the end; the
 pure reader (core/measurement/telemetry.py) turns the scrapes into one Telemetry. A
 server without the page (ATOM, an OpenAI-compatible stub) gives None, never an error:
 telemetry is evidence for the planner, not a condition of measuring.
@@ -17,6 +19,7 @@ from hyperloom_assets.core.engines.registry import metric_names
 from hyperloom_assets.core.measurement.telemetry import Scrape, Telemetry, parse_prometheus, speaker_of, telemetry_from_scrapes
 
 INTERVAL_S = 0.5
+FIRST_S = 0.1
 SCRAPE_TIMEOUT_S = 5.0
 
 
@@ -45,9 +48,10 @@ class TelemetryScraper:
             self._scrapes.append(scrape)
 
     async def _loop(self) -> None:
+        await asyncio.sleep(min(FIRST_S, self._interval_s))
         while True:
-            await asyncio.sleep(self._interval_s)
             await self._scrape()
+            await asyncio.sleep(self._interval_s)
 
     async def start(self) -> None:
         await self._scrape()
