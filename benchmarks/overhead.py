@@ -4,7 +4,8 @@ Runs `optimize_job` in process for a target (default: the shipped sim target, or
 vLLM CPU target with --target tiny-llama-cpu) with the host's `serve` timed from launch
 to teardown. Everything else (Dagster, the store, planning, rendering) is overhead.
 Target: under 3% of the wall time. Prints a table and writes
-benchmarks/results/overhead.json.
+benchmarks/results/overhead.json. tiny-llama-cpu serves from `.cache/trees/vllm`: build it
+first (`make .cache/trees/vllm/.git`, which `make demo` also does).
 
     .venv/bin/python benchmarks/overhead.py [--target sim-llama-8b-h100] [--max-trials N]
 """
@@ -50,7 +51,9 @@ class TimedHost(LocalHost):
 
 def copy_target(name: str, folder: Path, max_trials: int | None) -> None:
     body = yaml.safe_load((REPO / "targets" / f"{name}.yaml").read_text())
-    body["model"] = str((REPO / body["model"]).resolve())
+    for field in ("model", "framework_tree"):  # relative to the repo, not the copy's folder
+        if field in body:
+            body[field] = str((REPO / body[field]).resolve())
     if max_trials is not None:
         body["max_trials"] = max_trials
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(body))

@@ -5,8 +5,9 @@ Each way a run stops is recorded once, by the step it stops in: the climb's own 
 provided (`baseline`, whose failure carries the reason), and a cancel wherever it lands:
 the step that was running when the run was terminated (the UI's Terminate, SIGTERM or
 SIGINT to `dagster job execute` all reach it as an interrupt). A run refused its host's
-lease stops before any step; the hosts resource records that one (resources/hosts/fleet.py). A cancelled run's steps
-downstream never run, so it has no report; its servers were torn down by the host.
+lease stops before any step; the hosts resource records that one (resources/hosts/fleet.py).
+A cancelled run's steps downstream never run, so it has no report; its servers were torn
+down by the host.
 """
 
 from __future__ import annotations

@@ -43,7 +43,6 @@ def test_two_hosts_overlap_and_one_host_never_does(tmp_path, postgres_url, redis
     assert not overlaps(by_target["a1"], by_target["a2"]), "two targets on one host never overlap"
     assert not overlaps(by_target["b1"], by_target["b2"]), "two targets on one host never overlap"
     spans = {name: (round(r.start_time % 1000, 1), round(r.end_time % 1000, 1)) for name, r in sorted(by_target.items())}
-    print(f"run spans (s, mod 1000): {spans}")
     assert any(overlaps(by_target[a], by_target[b]) for a in ("a1", "a2") for b in ("b1", "b2")), \
         f"targets on two hosts run at the same time: {spans}"
     store = ResultStore(url=postgres_url)
