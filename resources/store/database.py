@@ -64,11 +64,10 @@ class ExtraTables:
         self._ready = False
 
     def engine(self) -> sa.Engine:
-        engine = self._store.engine()
-        if not self._ready:
-            self.metadata.create_all(engine)
+        if not self._ready:  # as the store creates its own: a process creating them at once is no error
+            self._store.create_tables(self.metadata)
             self._ready = True
-        return engine
+        return self._store.engine()
 
     @contextmanager
     def writing(self, what: str) -> Iterator[sa.Connection]:

@@ -183,9 +183,13 @@ class ResultStore(dg.ConfigurableResource):
             else:
                 check_connects(url, "result store")
                 engine = sa.create_engine(url)
-            _create_tables(engine, url)
+            _create_tables(engine, url, METADATA)
             self._engine = engine
         return self._engine
+
+    def create_tables(self, metadata: sa.MetaData) -> None:
+        """Another module's tables in this database (database.ExtraTables), created as the store's are."""
+        _create_tables(self.engine(), self.resolved_url(), metadata)
 
     @contextmanager
     def writing(self, what: str) -> Iterator[sa.Connection]:
@@ -324,11 +328,12 @@ class ResultStore(dg.ConfigurableResource):
             return conn.execute(query).scalar_one()
 
 
-def _create_tables(engine: sa.Engine, url: str) -> None:
-    """Create missing tables; another process creating them at the same moment is not an error."""
+def _create_tables(engine: sa.Engine, url: str, metadata: sa.MetaData) -> None:
+    """Create missing tables; another process creating them at the same moment is not an error
+    (on PostgreSQL the loser of a CREATE TABLE race gets a duplicate key in pg_type)."""
     for attempt in range(3):
         try:
-            METADATA.create_all(engine)
+            metadata.create_all(engine)
             return
         except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as error:
             racing = "already exists" in str(error) or "duplicate key" in str(error)
