@@ -1,6 +1,7 @@
 """Fixtures every tier shares: the tiny model, a private host, a private store, and the check
-behind `@pytest.mark.stop_reason`: a test so marked must leave that stop reason in a result
-store under its tmp_path (tests/unit/test_stop_reasons.py checks every reason has one)."""
+behind `@pytest.mark.stop_reason("reason", case="case")`: a test so marked must leave that
+stop reason in a result store under its tmp_path, with a detail that shows the case
+(tests/unit/test_stop_reasons.py checks every case of every reason has such a test)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from hyperloom_assets.cli.instance_config import write_instance_config
+from hyperloom_assets.core.decisions.stop_reasons import matches_case
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
 from hyperloom_assets.resources.store.results import ResultStore
@@ -87,25 +89,35 @@ def read_only_store(tmp_path, store) -> ResultStore:
     return ResultStore(url=f"sqlite:///file:{tmp_path / 'results.db'}?mode=ro&uri=true")
 
 
-def recorded_stop_reasons(folder: Path) -> set[str]:
-    """Every stop reason a result store under `folder` recorded (the tests' stores and DAGSTER_HOMEs)."""
-    return {row["stop_reason"] for db in folder.rglob("results.db")
-            for row in ResultStore(url=f"sqlite:///{db}").stops()}
+def recorded_stops(folder: Path, stores: list[ResultStore] = ()) -> list[tuple[str, str]]:
+    """Every (stop reason, detail) the test's stores recorded: the SQLite ones under `folder` (the
+    tests' stores and DAGSTER_HOMEs) and any other it used (tests/fleet's `store` is on Postgres)."""
+    urls = {f"sqlite:///{db}" for db in folder.rglob("results.db")} | {store.url for store in stores}
+    return [(row["stop_reason"], row["detail"] or "") for url in sorted(urls) for row in ResultStore(url=url).stops()]
+
+
+def unmet_stop_marks(marks: list[tuple[str, str | None]], recorded: list[tuple[str, str]]) -> list[str]:
+    """The marks no recorded stop meets: the reason, and the case's evidence in its detail when a case is named."""
+    return [f"{reason}/{case}" if case else reason for reason, case in marks
+            if not any(got == reason and (case is None or matches_case(reason, case, detail))
+                       for got, detail in recorded)]
 
 
 @pytest.fixture(autouse=True)
 def _marked_stop_reasons_are_recorded(request):
-    marker = request.node.get_closest_marker("stop_reason")
-    if marker is None:
+    marks = [(reason, marker.kwargs.get("case")) for marker in request.node.iter_markers("stop_reason")
+             for reason in marker.args]
+    if not marks:
         yield
         return
-    folder = request.getfixturevalue("tmp_path")  # asked for here, so it outlives this check
+    folder = request.getfixturevalue("tmp_path")  # asked for here, so they outlive this check
+    stores = [request.getfixturevalue("store")] if "store" in request.fixturenames else []
     yield
     if not getattr(request.node, "rep_call", None) or not request.node.rep_call.passed:
         return
-    recorded = recorded_stop_reasons(folder)
-    missing = set(marker.args) - recorded
-    assert not missing, f"marked stop_reason {sorted(missing)} but the run recorded {sorted(recorded)}"
+    recorded = recorded_stops(folder, stores)
+    unmet = unmet_stop_marks(marks, recorded)
+    assert not unmet, f"marked stop_reason {unmet} but the run recorded {recorded}"
 
 
 @pytest.hookimpl(hookwrapper=True)

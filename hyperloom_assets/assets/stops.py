@@ -39,6 +39,12 @@ def failure_stop_reason(failure: dg.Failure) -> str | None:
     return getattr(value, "value", value)
 
 
+def failure_detail(failure: dg.Failure, reason: str) -> str:
+    """The failure's first line without the reason it starts with (the log line names it once)."""
+    first = ((failure.description or "").splitlines() or [""])[0]
+    return first.removeprefix(f"{reason}: ")[:500]
+
+
 @contextmanager
 def recorded_stops(context, store: ResultStore, step: str) -> Iterator[None]:
     """Record a stop that ends the run in this step: a failure that names its reason, or a cancel."""
@@ -47,7 +53,7 @@ def recorded_stops(context, store: ResultStore, step: str) -> Iterator[None]:
     except dg.Failure as failure:
         reason = failure_stop_reason(failure)
         if reason is not None:
-            record_stop(context, store, reason, (failure.description or "").splitlines()[0][:500])
+            record_stop(context, store, reason, failure_detail(failure, reason))
         raise
     except INTERRUPTS:
         with signals_deferred():  # the run is told again and again; the record must land once

@@ -46,7 +46,7 @@ def instance():
         yield instance
 
 
-@pytest.mark.stop_reason("baseline_failed")
+@pytest.mark.stop_reason("baseline_failed", case="guard")
 @pytest.mark.parametrize("flavor_args, cache_off", [
     ([], ["--no-enable-prefix-caching"]),
     (["--flavor", "sglang"], ["--disable-radix-cache"]),
@@ -72,7 +72,7 @@ def test_agentic_baseline_with_cache_on_reports_its_prefix_hit(tmp_path, host, s
     assert 40 < metadata["theoretical_prefix_hit_pct"].value < 100
 
 
-@pytest.mark.stop_reason("baseline_arg_error")
+@pytest.mark.stop_reason("baseline_arg_error", case="argv")
 def test_argv_error_stops_at_once_and_an_identical_retry_is_dropped(tmp_path, host, store, instance) -> None:
     target(tmp_path / "t", "bad", FAST + ["--no-such-flag", "1"], {"kind": "random", "isl": 64, "osl": 16, "concurrency": 2})
     first = run_baseline(tmp_path / "t", "bad", host, store, instance)

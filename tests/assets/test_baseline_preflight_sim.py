@@ -8,6 +8,7 @@ import sys
 import time
 
 import dagster as dg
+import pytest
 import yaml
 
 from hyperloom_assets.definitions import build_defs
@@ -15,6 +16,7 @@ from hyperloom_assets.resources.hosts.local import LocalHost
 from tests.conftest import SIM_MODEL
 
 
+@pytest.mark.stop_reason("baseline_failed", case="preflight")
 def test_a_preflight_refusal_is_not_an_attempt(tmp_path, store) -> None:
     folder = tmp_path / "targets"
     folder.mkdir()

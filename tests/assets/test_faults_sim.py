@@ -27,7 +27,7 @@ def instance():
         yield instance
 
 
-@pytest.mark.stop_reason("no_more_candidates")
+@pytest.mark.stop_reason("no_more_candidates", case="plan_spent")
 def test_a_keep_won_on_lucky_launches_is_evicted_by_the_stack_rebench(tmp_path, host, store, instance,
                                                                       monkeypatch) -> None:
     # The climb measures a variant on top of the stack already, so "two knobs that help
@@ -61,7 +61,7 @@ def test_a_keep_won_on_lucky_launches_is_evicted_by_the_stack_rebench(tmp_path, 
     assert "Evicted (KEEP_UNSTABLE): quiet-stats" in report
 
 
-@pytest.mark.stop_reason("budget_exhausted")
+@pytest.mark.stop_reason("budget_exhausted", case="max_trials")
 def test_a_really_slow_variant_is_stopped_at_the_overtime_limit(tmp_path, host, store, instance) -> None:
     # A sequence cap of 1 under 16 concurrent requests decodes one request at a time: its
     # measuring would take about 16 times the baseline's, and it is stopped at 2 times.
@@ -100,7 +100,8 @@ def test_a_failed_baseline_attempt_is_retried_on_a_fresh_server(tmp_path, host, 
     assert rows[0]["log_path"] != rows[1]["log_path"]
 
 
-@pytest.mark.stop_reason("baseline_failed")
+@pytest.mark.stop_reason("baseline_failed", case="three_failures")
+@pytest.mark.stop_reason("baseline_failed", case="duplicate")
 def test_three_consecutive_baseline_failures_stop_the_run_and_an_identical_run_is_dropped(
         tmp_path, host, store, instance) -> None:
     # 5% of an H100 cannot hold the weights: every launch exits at startup (a crash, not an argv error).
@@ -133,9 +134,9 @@ def run_trials(folder: Path, host, store, instance) -> dg.ExecuteInProcessResult
 @pytest.mark.parametrize("budget, reason", [
     # From a sequence cap of 4 under 16 streams the first candidate lifts the cap: +200%.
     pytest.param({"target_gain_pct": 50, "max_trials": 6}, "target_reached",
-                 marks=pytest.mark.stop_reason("target_reached"), id="target_reached"),
+                 marks=pytest.mark.stop_reason("target_reached", case="running_estimate"), id="target_reached"),
     pytest.param({"time_budget_min": 0.001, "max_trials": 6}, "time_exhausted",
-                 marks=pytest.mark.stop_reason("time_exhausted"), id="time_exhausted"),
+                 marks=pytest.mark.stop_reason("time_exhausted", case="time_budget"), id="time_exhausted"),
 ])
 def test_the_climb_stops_for_the_reason_its_budget_gives(tmp_path, host, store, instance, budget, reason) -> None:
     write_target(tmp_path / "targets", SCALE_10 + ["--max-num-seqs", "4"], **budget)

@@ -69,7 +69,7 @@ def test_release_run_serves_the_new_release_and_revalidates_the_stack(tmp_path, 
     assert len(launches) == 4 + 4 + 4, "first run 4, release run 4 for its own stack and 4 for the earlier one"
 
 
-@pytest.mark.stop_reason("environment_unavailable")
+@pytest.mark.stop_reason("environment_unavailable", case="release_install")
 def test_an_environment_that_cannot_be_built_is_a_recorded_outcome(tmp_path, host, store, index) -> None:
     targets = tmp_path / "targets"
     targets.mkdir()

@@ -58,7 +58,7 @@ def test_a_trial_whose_server_misbehaves_mid_round_gets_a_clear_outcome(tmp_path
     assert leftover_servers(host) == [], "the misbehaving server is torn down"
 
 
-@pytest.mark.stop_reason("baseline_failed")
+@pytest.mark.stop_reason("baseline_failed", case="three_failures")
 def test_a_baseline_whose_server_answers_500_is_retried_on_fresh_servers_until_the_third_failure(
         tmp_path, host, store, instance) -> None:
     write_target(tmp_path / "targets", FAST + ["--fault", "http-500", "--fault-after-requests", MID_ROUND])

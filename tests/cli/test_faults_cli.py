@@ -34,7 +34,7 @@ from tests.conftest import reap_leftovers
 
 pytestmark = pytest.mark.cli
 
-@pytest.mark.stop_reason("cancelled")
+@pytest.mark.stop_reason("cancelled", case="sigterm")
 def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes(tmp_path, home) -> None:
     targets = write_targets(tmp_path / "targets")
     log = tmp_path / "first.log"
@@ -62,7 +62,7 @@ def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes
     assert materialized(home, "final_report")
 
 
-@pytest.mark.stop_reason("cancelled")
+@pytest.mark.stop_reason("cancelled", case="sigint")
 def test_ctrl_c_while_profiling_tears_the_profiled_server_down_and_records_cancelled(tmp_path, home) -> None:
     targets = write_targets(tmp_path / "targets")
     log = tmp_path / "run.log"
@@ -76,6 +76,7 @@ def test_ctrl_c_while_profiling_tears_the_profiled_server_down_and_records_cance
     assert read_pidfiles(home / "hyperloom" / "pids") == []
 
 
+@pytest.mark.stop_reason("cancelled", case="ui_terminate")
 def test_terminate_from_dagster_stops_a_run_started_by_dagster_job_execute(tmp_path, home) -> None:
     # What the UI's Terminate does: the run launcher marks the run CANCELING; a run started
     # from the command line has no code server to interrupt it, so the host's watch does.

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
 from hyperloom_assets.definitions import build_defs
@@ -33,6 +34,7 @@ def step_failure(result) -> str:
     return str(next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE").event_specific_data.error)
 
 
+@pytest.mark.stop_reason("environment_unavailable", case="ssh_mid_climb")
 def test_a_baseline_on_an_ssh_host_then_the_host_gone_stops_the_trials(sshd, tmp_path, host, store) -> None:
     workdir = tmp_path / "remote"
     folder = repo(tmp_path, {"gpu-ssh": sshd.host_entry(workdir, sys.executable)}, {"sim-ssh": {"host": "gpu-ssh"}})
@@ -58,6 +60,8 @@ def test_a_baseline_on_an_ssh_host_then_the_host_gone_stops_the_trials(sshd, tmp
     assert store.trials(baseline["context_key"]) == [], "never a failed trial"
 
 
+@pytest.mark.stop_reason("environment_unavailable", case="ssh_at_baseline")
+@pytest.mark.stop_reason("environment_unavailable", case="no_engine")
 def test_an_unreachable_host_or_a_python_without_the_engine_fails_before_any_launch(tmp_path, host, store) -> None:
     keys = tmp_path / "keys"
     keys.mkdir()

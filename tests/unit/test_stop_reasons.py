@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperloom_assets.core.decisions.stop_reasons import DESCRIPTIONS, StopReason, describe, markdown_table
+from hyperloom_assets.core.decisions.stop_reasons import MEANINGS, StopReason, describe, markdown_table, matches_case
+from tests.conftest import unmet_stop_marks
 
 REQUIRED = {"target_reached", "budget_exhausted", "time_exhausted", "no_more_candidates",
             "baseline_failed", "baseline_arg_error", "environment_unavailable"}
@@ -18,7 +19,7 @@ def test_the_vocabulary_holds_the_required_reasons():
 
 
 def test_every_reason_has_one_line_of_meaning():
-    assert set(DESCRIPTIONS) == set(StopReason)
+    assert set(MEANINGS) == set(StopReason)
     for reason in StopReason:
         assert reason.description and "\n" not in reason.description
 
@@ -46,21 +47,42 @@ def test_the_readme_table_is_the_vocabulary() -> None:
     assert markdown_table() in readme
 
 
-def marked_stop_reasons(tests: Path) -> dict[str, list[str]]:
-    """`@pytest.mark.stop_reason("x")` markers in the test tree: reason -> the files marking it."""
-    marked: dict[str, list[str]] = {}
+def marked_stop_cases(tests: Path) -> dict[tuple[str, str | None], list[str]]:
+    """`@pytest.mark.stop_reason("x", case="y")` markers in the test tree: (reason, case) -> the files marking it."""
+    marked: dict[tuple[str, str | None], list[str]] = {}
     for path in sorted(tests.rglob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.mark.stop_reason":
+                case = next((ast.literal_eval(k.value) for k in node.keywords if k.arg == "case"), None)
                 for arg in node.args:
-                    marked.setdefault(ast.literal_eval(arg), []).append(path.name)
+                    marked.setdefault((ast.literal_eval(arg), case), []).append(path.name)
     return marked
 
 
-def test_every_stop_reason_is_produced_by_some_test() -> None:
-    """Each reason has a test marked with it, and tests/conftest.py fails a marked test
-    whose run did not record that reason in its result store: no reason is a label only."""
-    marked = marked_stop_reasons(Path(__file__).resolve().parents[1])
-    assert set(marked) <= {r.value for r in StopReason}, f"unknown reasons marked: {set(marked) - set(StopReason)}"
-    assert set(marked) == {r.value for r in StopReason}, \
-        f"no test produces {sorted({r.value for r in StopReason} - set(marked))}"
+def all_cases() -> set[tuple[str, str]]:
+    return {(reason.value, case) for reason, meaning in MEANINGS.items() for case in meaning.cases}
+
+
+def test_every_case_of_every_stop_reason_is_produced_by_some_test() -> None:
+    """Each clause of a reason's description is a case, each case has a test marked with it, and
+    tests/conftest.py fails a marked test whose run did not record that reason with a detail
+    showing the case: no reason, and no clause of its meaning, is a label only."""
+    marked = set(marked_stop_cases(Path(__file__).resolve().parents[1]))
+    assert all(case is not None for _, case in marked), "every mark names its case"
+    assert marked <= all_cases(), f"unknown cases marked: {sorted(marked - all_cases())}"
+    assert marked == all_cases(), f"no test produces {sorted(all_cases() - marked)}"
+
+
+def test_a_description_is_its_cases_words() -> None:
+    for reason, meaning in MEANINGS.items():
+        for case in meaning.cases.values():
+            assert case.words in reason.description
+
+
+def test_a_case_needs_its_evidence_in_the_recorded_detail() -> None:
+    stop = ("baseline_failed", "baseline_failed: after 3 consecutive failed attempt(s): crash: exited")
+    assert matches_case(*stop[:1], "three_failures", stop[1])
+    assert not matches_case("baseline_failed", "duplicate", stop[1])
+    assert unmet_stop_marks([("baseline_failed", "three_failures")], [stop]) == []
+    assert unmet_stop_marks([("baseline_failed", "duplicate")], [stop]) == ["baseline_failed/duplicate"]
+    assert unmet_stop_marks([("cancelled", None)], [stop]) == ["cancelled"]

@@ -5,6 +5,8 @@ The value is what `final_report`'s `stop_reason` metadata holds and the README l
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -20,27 +22,76 @@ class StopReason(str, Enum):
 
     @property
     def description(self) -> str:
-        return DESCRIPTIONS[self]
+        return MEANINGS[self].text
 
 
-DESCRIPTIONS: dict[StopReason, str] = {
-    StopReason.TARGET_REACHED: "the climb's running estimate of the best stack's gain over the baseline reached the "
-                               "target's target_gain_pct (the validated gain, measured afterwards, may differ)",
-    StopReason.BUDGET_EXHAUSTED: "max_trials candidate measurements were spent",
-    StopReason.TIME_EXHAUSTED: "the target's time_budget_min ran out before the plan did",
-    StopReason.NO_MORE_CANDIDATES: "every planned variant was tried (or already in the ledger) and re-planning found none new",
-    StopReason.BASELINE_FAILED: "the baseline could not be measured: three consecutive failed attempts, each on a fresh "
-                                "server; a refusal by a guard (invariant 6) or a host that failed its preflight, at "
-                                "once; a retry identical to a run that gave up (invariant 7); or a workload that cannot "
-                                "run (a bad trace, a prompt longer than the context)",
-    StopReason.BASELINE_ARG_ERROR: "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",
-    StopReason.ENVIRONMENT_UNAVAILABLE: ("the engine release or host could not be provided: a release run whose install "
-                                         "failed, a host held by another run (its lease), an SSH host that cannot be "
-                                         "reached (at the baseline or mid-climb), or a host `python` without the "
-                                         "engine"),
-    StopReason.CANCELLED: "the run was terminated (the UI's Terminate, SIGTERM or SIGINT): its server was torn down, "
-                          "every finished trial and launch stays in the ledger, and re-executing resumes from them",
+@dataclass(frozen=True)
+class Case:
+    """One way the code reaches a stop reason: the description's words for it, and a pattern
+    the recorded stop's detail matches when a run stopped that way ("" when the reason alone
+    says it). tests/unit/test_stop_reasons.py requires a test that produces each case."""
+
+    words: str
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """A reason's one line: `lead`, then its cases' words joined, then `tail`."""
+
+    cases: dict[str, Case]
+    lead: str = ""
+    tail: str = ""
+    joiner: str = "; "
+
+    @property
+    def text(self) -> str:
+        return self.lead + self.joiner.join(case.words for case in self.cases.values()) + self.tail
+
+
+MEANINGS: dict[StopReason, Meaning] = {
+    StopReason.TARGET_REACHED: Meaning({"running_estimate": Case(
+        "the climb's running estimate of the best stack's gain over the baseline reached the target's "
+        "target_gain_pct (the validated gain, measured afterwards, may differ)")}),
+    StopReason.BUDGET_EXHAUSTED: Meaning({"max_trials": Case("max_trials candidate measurements were spent")}),
+    StopReason.TIME_EXHAUSTED: Meaning({"time_budget": Case(
+        "the target's time_budget_min ran out before the plan did")}),
+    StopReason.NO_MORE_CANDIDATES: Meaning({"plan_spent": Case(
+        "every planned variant was tried (or already in the ledger) and re-planning found none new")}),
+    StopReason.BASELINE_FAILED: Meaning(lead="the baseline could not be measured: ", cases={
+        "three_failures": Case("three consecutive failed attempts, each on a fresh server",
+                               r"after 3 consecutive failed attempt\(s\)"),
+        "guard": Case("a refusal by a guard (invariant 6), at once", r"prefix cache off"),
+        "preflight": Case("a host that failed its preflight, at once", r"preflight: "),
+        "duplicate": Case("a retry identical to a run that gave up (invariant 7)", r"dropped as a duplicate"),
+        "workload": Case("a workload that cannot run (a bad trace, a prompt longer than the context)",
+                         r"bad trace: |tokens of context, more than"),
+        "framework_tree": Case("a framework_tree that cannot be opened or whose engine does not import from it",
+                               r"framework_tree |not from the tree"),
+    }),
+    StopReason.BASELINE_ARG_ERROR: Meaning({"argv": Case(
+        "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",
+        r"argv_invalid|unrecognized arguments|invalid choice")}),
+    StopReason.ENVIRONMENT_UNAVAILABLE: Meaning(lead="the engine release or host could not be provided: ", cases={
+        "release_install": Case("a release run whose install failed", r"could not (be )?(built|install)|install"),
+        "lease": Case("a host held by another run (its lease)", r"leased by|held by"),
+        "ssh_at_baseline": Case("an SSH host that cannot be reached at the baseline", r"ssh "),
+        "ssh_mid_climb": Case("an SSH host lost mid-climb", r"ssh "),
+        "no_engine": Case("a host `python` without the engine", r"has no \w+ engine"),
+    }),
+    StopReason.CANCELLED: Meaning(
+        joiner=", ", lead="the run was terminated (", tail="): its server was torn down, every finished trial and launch stays "
+        "in the ledger, and re-executing resumes from them", cases={
+            "ui_terminate": Case("the UI's Terminate", r"terminated during"),
+            "sigterm": Case("SIGTERM", r"terminated during"),
+            "sigint": Case("or SIGINT", r"terminated during"),
+        }),
 }
+
+
+def matches_case(reason: StopReason | str, case: str, detail: str) -> bool:
+    """Whether a recorded stop's detail shows the run stopped by this case of the reason."""
+    return re.search(MEANINGS[StopReason(reason)].cases[case].evidence, detail) is not None
 
 
 def describe(reason: StopReason | str) -> str:
