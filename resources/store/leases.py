@@ -150,6 +150,15 @@ class HostLeases(ExtraTables):
             if gone:
                 self._event(conn, host, "released", me)
 
+    def lost(self, host: str, me: Holder) -> str:
+        """Record that a holder's heartbeat found its lease gone (an operator recovered it, or
+        another run reclaimed it); returns the warning that says so and who holds it now."""
+        now_held = self.read(host)
+        detail = f"now held by {now_held.holder.describe()}" if now_held else "now free"
+        with self.writing(f"the lost lease of host {host!r}") as conn:
+            self._event(conn, host, "lost", me, detail=detail)
+        return f"host {host!r}: the lease of {me.describe()} is no longer held ({detail}; recovered by an operator?)"
+
     def recover_scope(self, scope: str, by: dict, detail: str) -> list[str]:
         """Release every lease of a scope an operator confirmed gone, in one transaction."""
         with self.writing(f"the recovery of the leases of scope {scope!r}") as conn:
@@ -182,7 +191,7 @@ class HostLeases(ExtraTables):
         while not stop.wait(every_s):
             try:
                 if not self.heartbeat(host, me):
-                    on_warning(f"host {host!r}: the lease of {me.describe()} is no longer held (recovered?)")
+                    on_warning(self.lost(host, me))
                     return
             except (StoreWriteError, sa.exc.SQLAlchemyError) as error:  # a blip: the next beat tries again
                 log.warning("host %r: lease heartbeat failed: %s", host, error)

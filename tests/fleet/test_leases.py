@@ -106,6 +106,22 @@ def test_held_leases_heartbeat_and_are_released_on_an_exception(sqlite_store) ->
     assert [e["action"] for e in leases.events("gpu-a")] == ["taken", "released"]
 
 
+def test_a_holder_whose_lease_was_recovered_records_it_lost_and_says_who_has_it(sqlite_store) -> None:
+    leases, me, warnings = HostLeases(sqlite_store), this_holder("run-beat"), []
+    with leases.hold("gpu-a", me, ttl_s=0.4, on_warning=warnings.append):
+        assert leases.recover_scope(me.scope, by={"user": "op"}, detail="confirmed gone") == ["gpu-a"]
+        leases.acquire("gpu-a", this_holder("run-next"))
+        deadline = time.monotonic() + 5
+        while not warnings and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert warnings and "no longer held (now held by run run-next" in warnings[0], warnings
+    events = leases.events("gpu-a")
+    assert [e["action"] for e in events] == ["taken", "recovered", "taken", "lost"]
+    assert "run-beat" in events[-1]["holder"] and "now held by run run-next" in events[-1]["detail"]
+    assert leases.read("gpu-a").holder.run_id == "run-next", "the lost holder's exit frees nothing of the next run"
+
+
+@pytest.mark.stop_reason("environment_unavailable", case="lease")
 def test_a_run_takes_and_frees_its_hosts_lease_and_a_leased_host_refuses_it(tmp_path, host, sqlite_store) -> None:
     write_sim_target(tmp_path / "targets")
     defs = build_defs(tmp_path / "targets", host=host, store=sqlite_store)
