@@ -12,6 +12,7 @@ import asyncio
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 from hyperloom_assets.core.roofline.gpus import gpu_spec
@@ -94,6 +95,7 @@ def serve_main(argv: list[str]) -> int:
                            f"{engine.kv_tokens / engine.max_model_len:.2f}x", "kv_cache_utils.py:2"), flush=True)
     if scripted.fault is not None:
         args.fault, args.fault_after_requests = scripted.fault, scripted.fault_after_requests
+    time.sleep(scripted.startup_delay_s)  # a scripted slow start, before the port is bound
     asyncio.run(_serve(engine, config, args, model_dir, output_salt(argv, flavor, args.alter_outputs_with)))
     return 0
 

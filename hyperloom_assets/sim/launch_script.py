@@ -10,6 +10,8 @@ removes it:
   all the way through: every step takes 1/1.08 of its modelled time (as if the launch
   had landed on a better-behaved GPU), whatever the time scale.
 - `crash`: this launch exits at startup with a fatal error, as an engine that dies does.
+- `startup:3`: this launch takes 3 s more to start (before it binds its port), as an
+  engine that loads or compiles slowly does.
 - `exit@10`, `stall@10`, ...: this launch misbehaves from its 11th request on, as the
   `--fault KIND --fault-after-requests 10` flags say (sim/faults.py), so a test can give
   one trial's server a fault that the target's other launches do not have.
@@ -33,6 +35,7 @@ SCRIPT_ENV = "HYPERLOOM_SIM_LAUNCH_SCRIPT"
 class LaunchEntry(Frozen):
     speed: float = 1.0  # modelled step time per actual step time: 1.08 is an 8% luckier launch
     crash: bool = False
+    startup_delay_s: float = 0.0
     fault: str | None = None  # one of engine_args.FAULTS
     fault_after_requests: int = 0
 
@@ -53,6 +56,11 @@ def parse_entry(line: str) -> LaunchEntry:
         return LaunchEntry()
     if text == "crash":
         return LaunchEntry(crash=True)
+    if text.startswith("startup:"):
+        try:
+            return LaunchEntry(startup_delay_s=float(text.removeprefix("startup:")))
+        except ValueError as exc:
+            raise ValueError(f"{SCRIPT_ENV}: expected startup:SECONDS, got {text!r}") from exc
     if "@" in text:
         kind, _, after = text.partition("@")
         if kind not in FAULTS or not after.isdigit():

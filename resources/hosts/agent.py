@@ -1,7 +1,8 @@
 """`hyperloom host-agent OP`: the lifecycle's host-side steps, run on an SSH host.
 
 The control node sends one JSON request on stdin and reads one JSON reply, the last
-line of stdout after REPLY_MARK. Each op calls the same host_side / process_group /
+line of stdout after REPLY_MARK (a benchmark's rounds report on lines after PROGRESS_MARK
+before it, which the control node logs as they come). Each op calls the same host_side / process_group /
 benchmark-client functions the local host calls in-process, so both hosts keep one
 implementation. A ServerError crosses back as itself (its class, message, log tail);
 anything else is an agent error. No Dagster is imported here, so each call starts fast.
@@ -28,6 +29,13 @@ from hyperloom_assets.resources.hosts.process_group import PidRecord, reap_orpha
 from hyperloom_assets.resources.hosts.proposal_checks import proposal_checks
 
 REPLY_MARK = "HYPERLOOM-AGENT-REPLY "
+# A line of stdout the control node relays as it comes: a benchmark round's progress.
+PROGRESS_MARK = "HYPERLOOM-AGENT-PROGRESS "
+
+
+def _print_progress(progress) -> None:  # noqa: ANN001 - a runner.RoundProgress, imported lazily
+    sys.stdout.write(PROGRESS_MARK + progress.model_dump_json() + "\n")
+    sys.stdout.flush()
 
 
 def _prepare(req: dict) -> dict:
@@ -84,7 +92,7 @@ def _bench(req: dict) -> dict:
                               req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
                               num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
                               max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"),
-                              sock_read_timeout_s=req["stall_timeout_s"])
+                              sock_read_timeout_s=req["stall_timeout_s"], progress=_print_progress)
     return measurement.model_dump(mode="json")
 
 

@@ -19,10 +19,11 @@ import logging
 import shlex
 import subprocess
 import tarfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import dagster as dg
 
@@ -30,9 +31,9 @@ from hyperloom_assets.core.config.hosts import SshHostConfig
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import BenchOvertime, CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
-from hyperloom_assets.resources.hosts.agent import REPLY_MARK
+from hyperloom_assets.resources.hosts.agent import PROGRESS_MARK, REPLY_MARK
 from hyperloom_assets.resources.hosts.lifecycle import serve_on
-from hyperloom_assets.resources.bench.runner import BenchInputError, BenchRunError
+from hyperloom_assets.resources.bench.runner import BenchInputError, BenchRunError, RoundProgress
 from hyperloom_assets.resources.hosts.process_group import ReapReport, TeardownResult
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,39 @@ def ssh_failure(host: str, stderr: str) -> str:
     return f"host {host!r}: ssh failed: {text.splitlines()[-1] if text else 'no message'}"
 
 
+
+def streamed(argv: list[str], stdin: bytes, timeout_s: float,
+             on_progress: Callable[[dict], None]) -> subprocess.CompletedProcess:
+    """subprocess.run with capture, except that each PROGRESS_MARK line of stdout goes to
+    `on_progress` as it arrives, in this thread (the run log's), and is left out of stdout."""
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    expired = threading.Event()
+    timer = threading.Timer(timeout_s, lambda: (expired.set(), process.kill()))
+    errors: list[bytes] = []
+    drain = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
+    out: list[bytes] = []
+    mark = PROGRESS_MARK.encode()
+    timer.start()
+    drain.start()
+    try:
+        process.stdin.write(stdin)
+        process.stdin.close()
+        for line in process.stdout:
+            if line.startswith(mark):
+                on_progress(json.loads(line[len(mark):]))
+            else:
+                out.append(line)
+        process.wait()
+        drain.join()
+    finally:
+        timer.cancel()
+        if process.poll() is None:  # an interrupt here: the ssh client goes with it
+            process.kill()
+            process.wait()
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(argv, timeout_s)
+    return subprocess.CompletedProcess(argv, process.returncode, b"".join(out), b"".join(errors))
+
 class SshTransport:
     def __init__(self, name: str, config: SshHostConfig, local_runs: Path, check_foreign_processes: bool,
                  term_wait_s: float):
@@ -76,24 +110,30 @@ class SshTransport:
             argv += ["-l", c.user]
         return argv + [c.address, "--", shlex.join(remote)]
 
-    def run(self, remote: list[str], stdin: bytes = b"", timeout_s: float = OP_TIMEOUT_S) -> subprocess.CompletedProcess:
-        """One remote command; ServerError(environment_unavailable) when ssh itself failed."""
+    def run(self, remote: list[str], stdin: bytes = b"", timeout_s: float = OP_TIMEOUT_S,
+            on_progress: Callable[[dict], None] | None = None) -> subprocess.CompletedProcess:
+        """One remote command; ServerError(environment_unavailable) when ssh itself failed.
+        With `on_progress`, each PROGRESS_MARK line of its stdout is handed to it as it comes."""
+        limit_s = timeout_s + self.config.connect_timeout_s
         try:
-            done = subprocess.run(self.ssh_argv(remote), input=stdin, capture_output=True,
-                                  timeout=timeout_s + self.config.connect_timeout_s)
+            if on_progress is None:
+                done = subprocess.run(self.ssh_argv(remote), input=stdin, capture_output=True, timeout=limit_s)
+            else:
+                done = streamed(self.ssh_argv(remote), stdin, limit_s, on_progress)
         except subprocess.TimeoutExpired as error:
             raise ServerError("environment_unavailable", f"host {self.name!r}: ssh timeout: no answer within "
-                              f"{timeout_s + self.config.connect_timeout_s:.0f} s ({remote[0]} ...)") from error
+                              f"{limit_s:.0f} s ({remote[0]} ...)") from error
         except OSError as error:
             raise ServerError("environment_unavailable", f"host {self.name!r}: cannot run ssh: {error}") from error
         if done.returncode == 255:
             raise ServerError("environment_unavailable", ssh_failure(self.name, done.stderr.decode(errors="replace")))
         return done
 
-    def call(self, op: str, request: dict, timeout_s: float = OP_TIMEOUT_S) -> dict:
+    def call(self, op: str, request: dict, timeout_s: float = OP_TIMEOUT_S,
+             on_progress: Callable[[dict], None] | None = None) -> dict:
         """One host-agent op on the host; its reply, or its ServerError raised here."""
         done = self.run([self.config.python, "-m", "hyperloom_assets.cli", "host-agent", op],
-                        json.dumps(request).encode(), timeout_s)
+                        json.dumps(request).encode(), timeout_s, on_progress)
         out = done.stdout.decode(errors="replace")
         line = next((l for l in reversed(out.splitlines()) if l.startswith(REPLY_MARK)), None)
         if line is None:
@@ -127,9 +167,23 @@ class SshTransport:
 
     def wait_ready(self, started: dict, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting=None) -> None:
-        # The wait runs in the host's agent, one call, so no still-starting notes come back from it.
-        self.call("wait_ready", {"record": started["record"], "engine": spec.engine, "port": port,
-                                 "log_path": log_path, "timeout_s": timeout_s, "argv": argv}, timeout_s + 30)
+        """The host's agent waits in windows of STILL_STARTING_NOTE_S, so a slow start on an SSH
+        host is relayed here as still-starting notes, as a local one is."""
+        began = time.monotonic()
+        while True:
+            window_s = min(host_side.STILL_STARTING_NOTE_S, max(timeout_s - (time.monotonic() - began), 1.0))
+            try:
+                self.call("wait_ready", {"record": started["record"], "engine": spec.engine, "port": port,
+                                         "log_path": log_path, "timeout_s": window_s, "argv": argv}, window_s + 30)
+                return
+            except ServerError as error:
+                waited_s = time.monotonic() - began
+                if error.error_class != "timeout":
+                    raise
+                if waited_s >= timeout_s:
+                    raise ServerError("timeout", f"not ready within {timeout_s:.0f} s", error.log_tail, argv) from error
+                if still_starting is not None:
+                    still_starting(waited_s)
 
     def stop(self, started: dict) -> TeardownResult:
         reply = self.call("stop", {"record": started["record"], "pidfile": started["pidfile"],
@@ -225,7 +279,7 @@ class SshHost(dg.ConfigurableResource):
                 cpus: CpuPlacement | None = None) -> Measurement:
         """The benchmark client on the host beside the server (on the placement's client CPUs). Its records
         are written into the step's folder there, which comes back whole with the server log at teardown.
-        The time limit holds there too; per-round progress stays on the host (one call, one reply)."""
+        The time limit holds there too; each round's progress comes back as the agent reports it."""
         transport, local = self.transport(), Path(records_dir) if records_dir else None
         host_records = transport.host_dir(local) if local else f"{self.ssh().workdir}/runs/bench"
         reply = transport.call("bench", {
@@ -233,5 +287,6 @@ class SshHost(dg.ConfigurableResource):
             "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
             "records_dir": host_records, "max_model_len": max_model_len, "timeout_s": timeout_s,
             "client_cpus": cpus.client_cpus if cpus else None, "stall_timeout_s": bench.stall_timeout_s},
-            timeout_s=(timeout_s + OP_TIMEOUT_S) if timeout_s else 24 * 3600)
+            timeout_s=(timeout_s + OP_TIMEOUT_S) if timeout_s else 24 * 3600,
+            on_progress=(lambda line: progress(RoundProgress.model_validate(line))) if progress else None)
         return Measurement.model_validate(reply)

@@ -3,6 +3,7 @@ benchmark client on the host, every SSH failure named and classed, nothing left 
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 import threading
@@ -14,8 +15,10 @@ import pytest
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.hosts.ssh import SshHost
+from hyperloom_assets.sim.launch_script import SCRIPT_ENV
 from benchmarks.support.fleet_services import keypair
 from tests.conftest import SIM_MODEL
 
@@ -53,13 +56,34 @@ def test_a_sim_serves_through_ssh_is_measured_on_the_host_and_leaves_nothing(ssh
                        in (p.info["cmdline"] or [])]
         assert server_pids, "the server runs on the host"
         assert launch.evidence and launch.evidence["max_num_seqs"] == 4, "evidence read from the fetched log"
+        rounds: list = []
         measurement = host.measure(BenchmarkClient(), launch.base_url, launch.served_model, workload, 32000, repeats=1,
-                                   warmups=1, num_prompts=8, records_dir=run_dir, max_model_len=8192)
+                                   warmups=1, num_prompts=8, records_dir=run_dir, max_model_len=8192,
+                                   progress=rounds.append)
     assert measurement.completed == 8 and measurement.output_throughput > 0
+    # Each round's progress comes back from the host's agent as it finishes, not only the reply.
+    finished = [r for r in rounds if r.metrics is not None]
+    assert [r.label for r in finished] == ["warm-up", "repeat-1"], rounds
+    assert finished[-1].metrics.output_throughput == measurement.repeats[0].output_throughput
     assert (run_dir / "server.log").read_text().strip(), "the server log came back into the run folder"
     assert list(run_dir.glob("*.jsonl")), "the per-request records came back"
     assert (run_dir / "teardown.json").is_file()
     nothing_left(host, server_pids)
+
+
+def test_a_slow_start_on_an_ssh_host_is_relayed_as_still_starting_notes(sshd, tmp_path, monkeypatch, caplog) -> None:
+    # The agent waits in windows of this length; a start scripted 3 s slower spans several.
+    monkeypatch.setattr(host_side, "STILL_STARTING_NOTE_S", 0.5)
+    script = tmp_path / "launches.txt"
+    script.write_text("startup:3\n")
+    host, run_dir = ssh_host(sshd, tmp_path), step_folder(tmp_path, "baseline")
+    spec = ServerSpec(engine="sim", model=SIM_MODEL, server_args=SIM, env={SCRIPT_ENV: str(script)})
+    with caplog.at_level(logging.INFO), host.serve(spec, run_dir, label="baseline") as launch:
+        assert launch.ready_s >= 3
+    notes = [r.getMessage() for r in caplog.records if "server still starting after" in r.getMessage()]
+    assert notes and notes[0].startswith("baseline: server still starting after"), caplog.text
+    assert "baseline: server ready in" in caplog.text
+    nothing_left(host, [])
 
 
 def test_a_failed_launch_through_ssh_is_its_own_error_and_leaves_nothing(sshd, tmp_path) -> None:
