@@ -9,6 +9,7 @@ form is pinned by tests/fixtures/logs/sglang_server_args.log (a release of 2026-
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ import pytest
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args
 from hyperloom_assets.sim.engine_args import engine_parser
+from hyperloom_assets.resources.hosts import host_side
+from hyperloom_assets.resources.hosts.process_group import terminate_group
 from tests.contract.project_flags import project_flags
 
 SGLANG_VERSION = "0.5.23"
@@ -192,3 +195,23 @@ def test_the_profiler_we_drive_is_the_quoted_one(tmp_path) -> None:
     trace = tmp_path / "1766500000.123-TP-0.trace.json.gz"
     trace.write_bytes(b"x")
     assert list(tmp_path.glob(profiler.trace_glob)) == [trace], "the glob finds a rank's trace"
+
+
+# SGLang's own metrics test launches with the timer on beside --enable-metrics
+# (test/srt/test_metrics.py: `envs.SGLANG_ENABLE_METRICS_DEVICE_TIMER.override(True)`), and
+# forward_execution_seconds_total (prefill_s, decode_s) is only counted under it.
+def env_seen_by_a_launch(tmp_path, engine: str, env: dict[str, str]) -> str:
+    code = "import os; print('timer=' + str(os.environ.get('SGLANG_ENABLE_METRICS_DEVICE_TIMER')))"
+    log = tmp_path / f"{engine}-{len(env)}.log"
+    server = host_side.start([sys.executable, "-c", code], env, [], log, tmp_path / "pids", engine=engine)
+    server.popen.wait(timeout=30)
+    terminate_group(server.record.pgid, term_wait_s=1.0)
+    server.pidfile.unlink(missing_ok=True)
+    return log.read_text().strip()
+
+
+def test_an_sglang_launch_has_the_device_timer_on_unless_the_operator_says_otherwise(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("SGLANG_ENABLE_METRICS_DEVICE_TIMER", raising=False)
+    assert env_seen_by_a_launch(tmp_path, "sglang", {}) == "timer=1"
+    assert env_seen_by_a_launch(tmp_path, "sglang", {"SGLANG_ENABLE_METRICS_DEVICE_TIMER": "0"}) == "timer=0"
+    assert env_seen_by_a_launch(tmp_path, "vllm", {}) == "timer=None", "only SGLang's launches"

@@ -77,6 +77,7 @@ ENGINE = EngineSpec(
     port_flag="--port",
     # SGLang serves /metrics only when asked: the measurement protocol scrapes it (step 7).
     serve_flags=("--host", "127.0.0.1", "--enable-metrics"),
+    serve_env=(("SGLANG_ENABLE_METRICS_DEVICE_TIMER", "1"),),  # prefill_s/decode_s are counted only with it
     console_commands=(("sglang", "serve"),),  # 0.5.23's recommended entry; `-m sglang.launch_server` still works
     distributions=(Distribution(name="sglang", ships="sglang/launch_server.py"),),
     release_distribution="sglang",

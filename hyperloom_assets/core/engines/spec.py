@@ -153,6 +153,9 @@ class EngineSpec(Frozen):
     model_flag: str
     port_flag: str  # the HTTP port
     serve_flags: tuple[str, ...] = ("--host", "127.0.0.1")
+    # Env the harness gives every launch so the engine reports what we read (the operator's
+    # env and the host's own win); like serve_flags, never part of a config or a candidate.
+    serve_env: tuple[tuple[str, str], ...] = ()
     launcher_aliases: tuple[str, ...] = ()  # other spellings of the model and port flags
     # Commands that start a server without `-m` (program name, then the words after it).
     console_commands: tuple[tuple[str, ...], ...] = ()
