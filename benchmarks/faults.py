@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from benchmarks.support import fault_runs, fault_scenarios as scenarios  # noqa: E402
 from benchmarks.support.fleet_services import start_postgres  # noqa: E402
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import STARTED_ON_COMMIT, write_results  # noqa: E402
 from hyperloom_assets.sim.engine_args import FAULTS  # noqa: E402
 
 COLUMNS = ("fault", "engine", "outcome", "leaked", "measured_twice", "lost", "recover_s")
@@ -36,7 +36,7 @@ COLUMNS = ("fault", "engine", "outcome", "leaked", "measured_twice", "lost", "re
 
 def sim_rows() -> list[tuple[str, object]]:
     rows: list[tuple[str, object]] = [(f"{how} mid-trial", lambda how=how: fault_runs.stopped_sim_run(how))
-                                      for how in ("SIGTERM", "Terminate", "SIGKILL")]
+                                      for how in ("SIGTERM", "SIGINT", "Terminate", "SIGKILL")]
     rows += [("overtime", scenarios.overtime), ("store full", scenarios.store_full_mid_climb),
              ("store read-only", scenarios.store_read_only), ("writers sqlite", _sqlite_writers),
              ("writers postgres", _postgres_writers), ("target edited", fault_runs.target_edited_mid_run)]
@@ -64,8 +64,12 @@ def _postgres_writers() -> dict:
 
 
 def _previous_rows() -> list[dict]:
+    """The last run's rows, each with the commit it was measured on (the file's, unless the row says)."""
     path = Path(__file__).resolve().parent / "results" / "faults.json"
-    return json.loads(path.read_text())["results"] if path.is_file() else []
+    if not path.is_file():
+        return []
+    last = json.loads(path.read_text())
+    return [{"commit": last["machine"]["git_commit"], **r} for r in last["results"]]
 
 
 def print_table(rows: list[dict]) -> None:
@@ -96,9 +100,9 @@ def main() -> int:
     for r in results:
         if r["detail"]:
             print(f"{r['fault']}: {r['detail']}")
-    if args.only:  # a partial rerun replaces its rows in the last full run's results
+    if args.only:  # a partial rerun replaces its rows in the last full run's results; each row keeps its commit
         kept = [r for r in _previous_rows() if (r["fault"], r["engine"]) not in {(n["fault"], n["engine"]) for n in results}]
-        results = kept + results
+        results = kept + [{"commit": STARTED_ON_COMMIT, **r} for r in results]
     write_results("faults", results)
     return 0 if all(r["leaked"] == r["measured_twice"] == r["lost"] == 0 for r in results) else 1
 

@@ -52,7 +52,7 @@ def _resume_counts(home: Path, target: str, before: tuple[str, set[str], list[di
 
 
 def stopped_sim_run(how: str) -> dict:
-    """SIGTERM, Terminate or SIGKILL mid-trial 2 on the sim, then the next run resumes."""
+    """SIGTERM, SIGINT (Ctrl-C), Terminate or SIGKILL mid-trial 2 on the sim, then the next run resumes."""
     with tempfile.TemporaryDirectory(prefix="hyperloom-faults-") as folder:
         root = Path(folder)
         home, targets = root / "home", write_targets(root / "targets")
@@ -61,6 +61,7 @@ def stopped_sim_run(how: str) -> dict:
         process = start("optimize_job", home, targets, log)
         stops: dict[str, Callable[[], None]] = {
             "SIGTERM": lambda: process.send_signal(signal.SIGTERM), "SIGKILL": process.kill,
+            "SIGINT": lambda: process.send_signal(signal.SIGINT),
             "Terminate": lambda: _terminate(home)}
         server, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home), stops[how],
                                              wait_teardown=how != "SIGKILL")
