@@ -42,7 +42,8 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
         "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
         "repeats": 2, "max_trials": 4, "target_gain_pct": 10000, "sweep_concurrencies": [16]}))
     result, meta = run_job(targets, "sim-tree", host, store,
-                           ("baseline", "candidates", "accepted_patches", "optimization_stack", "final_report"))
+                           ("baseline", "candidates", "accepted_patches", "optimization_stack", "final_report",
+                            "concurrency_sweep"))
     baseline, accepted, stack, report = (meta[a] for a in ("baseline", "accepted_patches", "optimization_stack",
                                                            "final_report"))
     by_name = trial_observations(result)
@@ -67,8 +68,16 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
     branch_log = git_out(tree, "log", "--format=%H %s", f"{before[0]}..hyperloom/sim-tree").splitlines()
     assert [line.split()[0] for line in branch_log] == [records[0]["commit"]] == [accepted["tree_commit"]]
     assert "hyperloom KEEP patch fast-and-right" in branch_log[0]
+    # The KEEP commit says which trial it was and what it won: its fingerprint, gain and interval.
+    kept, body = records[0], git_out(tree, "log", "-1", "--format=%B", records[0]["commit"])
+    assert f"fingerprint {kept['fingerprint']}" in body and f"gain {kept['gain_pct']:+.2f}%" in body, body
+    assert f"interval [{kept['ci_low_pct']:+.2f}%, {kept['ci_high_pct']:+.2f}%]" in body, body
     assert stack["tree_commit"] == accepted["tree_commit"] and stack["patches"] == ["fast-and-right"]
     assert stack["validated_gain_pct"] > 100, "validated from the tree at tree_commit, not the venv's engine"
+    # The only keeper is the patch, so a sweep that served the stack's flags from the base commit
+    # would read the baseline's numbers: the stack's rung is faster only when served at tree_commit.
+    rungs = {row.data["config"]: row.data["output_throughput"] for row in meta["concurrency_sweep"]["table"].records}
+    assert rungs["stack"] > 2 * rungs["baseline"], rungs
     markdown = Path(report["report_path"]).read_text()
     assert f"checkout {accepted['tree_commit']}" in markdown and "REJECTED" in markdown
     assert "were not served (the run serves HEAD): `hyperloom_assets/sim/NOTES.txt`" in markdown
