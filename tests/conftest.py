@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ def read_only_store(tmp_path, store) -> ResultStore:
     return ResultStore(url=f"sqlite:///file:{tmp_path / 'results.db'}?mode=ro&uri=true")
 
 
-def recorded_stops(folder: Path, stores: list[ResultStore] = ()) -> list[tuple[str, str]]:
+def recorded_stops(folder: Path, stores: Sequence[ResultStore] = ()) -> list[tuple[str, str]]:
     """Every (stop reason, detail) the test's stores recorded: the SQLite ones under `folder` (the
     tests' stores and DAGSTER_HOMEs) and any other it used (tests/fleet's `store` is on Postgres)."""
     urls = {f"sqlite:///{db}" for db in folder.rglob("results.db")} | {store.url for store in stores}

@@ -110,10 +110,11 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
     With a `framework_tree`, the server imports `engine` from that checkout (its import
     root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
     launch_env = server_env(env, unset_env)
-    if engine is not None:
-        launch_env = {**dict(engine_for(engine).serve_env), **launch_env}
-    if framework_tree is not None and engine is not None:
-        launch_env = tree_launch_env(engine_for(engine), Path(framework_tree), launch_env)
+    spec = engine_for(engine) if engine is not None else None
+    if spec is not None:
+        launch_env = {**dict(spec.serve_env), **launch_env}
+    if framework_tree is not None and spec is not None:
+        launch_env = tree_launch_env(spec, Path(framework_tree), launch_env)
     try:
         server = launch(argv, launch_env, log_path, pid_dir)
     except OSError as error:

@@ -59,7 +59,6 @@ def ssh_failure(host: str, stderr: str) -> str:
     return f"host {host!r}: ssh failed: {text.splitlines()[-1] if text else 'no message'}"
 
 
-
 def streamed(argv: list[str], stdin: bytes, timeout_s: float,
              on_progress: Callable[[dict], None]) -> subprocess.CompletedProcess:
     """subprocess.run with capture, except that each PROGRESS_MARK line of stdout goes to
@@ -91,6 +90,7 @@ def streamed(argv: list[str], stdin: bytes, timeout_s: float,
     if expired.is_set():
         raise subprocess.TimeoutExpired(argv, timeout_s)
     return subprocess.CompletedProcess(argv, process.returncode, b"".join(out), b"".join(errors))
+
 
 class SshTransport:
     def __init__(self, name: str, config: SshHostConfig, local_runs: Path, check_foreign_processes: bool,

@@ -73,12 +73,6 @@ def test_every_case_of_every_stop_reason_is_produced_by_some_test() -> None:
     assert marked == all_cases(), f"no test produces {sorted(all_cases() - marked)}"
 
 
-def test_a_description_is_its_cases_words() -> None:
-    for reason, meaning in MEANINGS.items():
-        for case in meaning.cases.values():
-            assert case.words in reason.description
-
-
 def test_a_case_needs_its_evidence_in_the_recorded_detail() -> None:
     stop = ("baseline_failed", "baseline_failed: after 3 consecutive failed attempt(s): crash: exited")
     assert matches_case(*stop[:1], "three_failures", stop[1])
