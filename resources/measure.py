@@ -154,7 +154,8 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
                 num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
             rung_label = f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})"
             measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
-                                        repeats=1, warmups=default_warmups(rung), num_prompts=num_prompts,
+                                        repeats=1, warmups=default_warmups(rung, engine_for(spec.engine).compiles_on_first_use),
+                                        num_prompts=num_prompts,
                                         records_dir=run_dir / f"c{rung}",
                                         max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec),
                                         cpus=launch.cpus)

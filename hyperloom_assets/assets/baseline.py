@@ -90,7 +90,8 @@ def workload_contract(target: Target) -> WorkloadContract:
     if workload.kind != "agentic":
         num_prompts = workload.num_prompts or default_num_prompts(workload.concurrency, workload.isl or 0, workload.osl or 0)
     return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=limit,
-                            num_prompts=num_prompts, warmups=default_warmups(workload.concurrency), repeats=target.repeats)
+                            num_prompts=num_prompts, repeats=target.repeats,
+                            warmups=default_warmups(workload.concurrency, engine_for(target.engine).compiles_on_first_use))
 
 
 def check_not_duplicate(store: ResultStore, name: str, attempt: str) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hyperloom_assets.core.config.targets import Slo, Workload
+from hyperloom_assets.assets.baseline import workload_contract
+from hyperloom_assets.core.config.targets import Slo, Target, Workload
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,
     TraceError,
@@ -19,6 +20,7 @@ from hyperloom_assets.core.measurement.workloads import (
     theoretical_prefix_hit_pct,
     write_trace,
 )
+from tests.conftest import SIM_MODEL
 
 EXAMPLE_TRACE = Path(__file__).resolve().parents[2] / "examples" / "agentic_small.jsonl"
 
@@ -117,3 +119,14 @@ def test_defaults_follow_the_reference_rule():
     assert default_num_prompts(4, 8192, 512) == 12
     assert default_num_prompts(4, 16384, 512) == 8
     assert default_warmups(3) == 3 and default_warmups(64) == 8
+
+
+def test_an_engine_that_compiles_on_first_use_warms_up_with_two_full_waves():
+    assert default_warmups(16, compiles_on_first_use=True) == 32 and default_warmups(3, compiles_on_first_use=True) == 6
+
+
+@pytest.mark.parametrize("engine, warmups", [("vllm", 32), ("sim", 8), ("sglang", 8)])
+def test_the_workload_contract_warms_up_by_the_engines_rule(engine, warmups):
+    target = Target(engine=engine, model=SIM_MODEL, server_args=[],
+                    workload=Workload(kind="random", isl=64, osl=64, concurrency=16))
+    assert workload_contract(target).warmups == warmups

@@ -156,6 +156,9 @@ class EngineSpec(Frozen):
     # Env the harness gives every launch so the engine reports what we read (the operator's
     # env and the host's own win); like serve_flags, never part of a config or a candidate.
     serve_env: tuple[tuple[str, str], ...] = ()
+    # Compiles each batch shape the first time it meets one, so a warm-up must fill the batch
+    # (core/measurement/workloads.py default_warmups).
+    compiles_on_first_use: bool = False
     launcher_aliases: tuple[str, ...] = ()  # other spellings of the model and port flags
     # Commands that start a server without `-m` (program name, then the words after it).
     console_commands: tuple[tuple[str, ...], ...] = ()
