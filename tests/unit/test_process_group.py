@@ -206,7 +206,18 @@ def test_teardown_of_a_server_that_already_exited(tmp_path):
 
 def test_signals_are_held_while_a_teardown_runs_then_delivered() -> None:
     # A cancelled run is interrupted again and again; the teardown in between must finish.
-    done = []
+    # Python's own SIGINT handler, whatever this process inherited: a shell that starts
+    # pytest in the background (`pytest &`) hands it SIGINT ignored, and an ignored signal
+    # is rightly never delivered.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    done: list[str] = []
+    try:
+        _held_then_delivered(done)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _held_then_delivered(done: list[str]) -> None:
     with pytest.raises(KeyboardInterrupt):
         with signals_deferred():
             os.kill(os.getpid(), signal.SIGINT)
