@@ -11,7 +11,6 @@ import pytest
 from benchmarks.support.job_runs import execute
 from tests.assets.test_checks_sim import CHECKS
 from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_metadata, write_target
-from tests.conftest import write_tiny_target
 
 pytestmark = pytest.mark.cli
 
@@ -46,17 +45,3 @@ def test_optimize_job_on_a_sim_target(tmp_path, home) -> None:
     assert set(checks) == {name for names in CHECKS.values() for name in names}, "every check, filed under its target"
     assert checks["report_matches_store"] and checks["no_measurement_above_roofline"]
     assert "PreviewWarning" not in done.stderr
-
-
-@pytest.mark.real_engine
-def test_baseline_job_on_vllm_cpu(tmp_path, home, tiny_model) -> None:
-    targets = write_tiny_target(tmp_path / "targets", tiny_model)
-    done = execute("baseline_job", "tiny", home, targets, timeout_s=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "RUN_SUCCESS" in done.stderr
-    baseline = stored_metadata(home, "baseline", "tiny")
-    assert baseline["output_throughput"] > 0
-    assert baseline["launch_evidence"]["max_num_seqs"] == 4
-    assert baseline["completed"] == 16
-    roofline = stored_metadata(home, "roofline", "tiny")
-    assert roofline["ceiling_tok_s"] > baseline["output_throughput"]
