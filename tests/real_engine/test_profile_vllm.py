@@ -33,9 +33,10 @@ def test_vllm_cpu_profiles_its_gemms_attention_and_python(tmp_path, host, tiny_m
     assert s.time_base == "host" and s.events > 1000
     categories = {o.name: o.category for o in s.top_ops}
     # vLLM 0.32's dispatch_cpu_unquantized_gemm gives weights up to 1 MiB to sgl-kernel's
-    # weight_packed_linear on an AMX CPU and the rest to oneDNN; where oneDNN is not built in
-    # (an AVX2-only AMD EPYC here, the machine CI runs on) it falls back to
-    # torch.nn.functional.linear, traced as aten::mm or aten::addmm: which one runs is the machine's.
+    # weight_packed_linear on an AMX CPU and the rest to oneDNN; where oneDNN cannot build its
+    # matmul primitive (an AVX2-only AMD EPYC, the machine CI runs on: "Failed to create oneDNN
+    # linear, fallback to torch linear") it uses torch.nn.functional.linear, traced as aten::mm,
+    # aten::addmm or aten::linear: which one runs is the machine's.
     matmuls = {name for name in categories
                if name in ("_C::onednn_mm", "_C::weight_packed_linear", "aten::mm", "aten::addmm", "aten::linear")}
     assert matmuls and all(categories[name] == "gemm" for name in matmuls), f"vLLM CPU's matmuls are gemm: {categories}"

@@ -1,7 +1,7 @@
 """vLLM CPU's own telemetry: every series we read is on its /metrics page.
 
 That the telemetry then reaches the trials table is tested on the sim
-(tests/assets); on vLLM CPU that test ran a baseline, a profile and a trial of three looks,
+(tests/assets/test_planner_sim.py); on vLLM CPU that test ran a baseline, a profile and a trial of three looks,
 seven minutes of this 2-core AVX2 machine, and the suite had to come back under CI's
 90 minutes (README, Tests).
 """

@@ -210,18 +210,14 @@ def test_signals_are_held_while_a_teardown_runs_then_delivered() -> None:
     # pytest in the background (`pytest &`) hands it SIGINT ignored, and an ignored signal
     # is rightly never delivered.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    done: list[str] = []
+    done = []
     try:
-        _held_then_delivered(done)
+        with pytest.raises(KeyboardInterrupt):
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # a teardown's wait: the signal must not cut it short
+                done.append("teardown")
+        assert done == ["teardown"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler is restored"
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _held_then_delivered(done: list[str]) -> None:
-    with pytest.raises(KeyboardInterrupt):
-        with signals_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.2)  # a teardown's wait: the signal must not cut it short
-            done.append("teardown")
-    assert done == ["teardown"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler is restored"
