@@ -1,5 +1,6 @@
 """Real vLLM CPU through an SSH host (a real sshd on loopback): a whole optimize run, the
-benchmark client on the host, and nothing left behind there."""
+benchmark client on the host, vLLM's own telemetry in the trials table, and nothing left
+behind there."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ def vllm_servers(model: Path) -> list[int]:
             if "vllm.entrypoints.openai.api_server" in (p.info["cmdline"] or []) and str(model) in (p.info["cmdline"] or [])]
 
 
+def _assert_vllms_telemetry_reached_the_tables(trials: dict, baseline: dict) -> None:
+    """vLLM's /metrics, scraped by the client on the host, in the columns the planner and a user read."""
+    table = trials["trials"].value
+    row = table.records[0].data
+    assert row["running_mean"] is not None and row["running_mean"] > 0, row
+    assert None not in (row["prefix_hit_pct"], row["prefill_share_pct"], row["preemptions"]), row
+    assert {c.name for c in table.schema.columns} >= {"kv_usage_max_pct", "waiting_mean", "prefix_hit_pct"}
+    assert baseline["telemetry"].value["engine"] == "vllm"
+
+
 def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_path, tiny_model, host, store) -> None:
     workdir = tmp_path / "remote"
     (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"gpu-ssh": sshd.host_entry(workdir, sys.executable)}))
@@ -39,6 +50,10 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
                                                                          raise_on_error=False)
         assert result.success, [str(e.event_specific_data.error) for e in result.all_events
                                 if e.event_type_value == "STEP_FAILURE"]
+        trials = instance.fetch_materializations(dg.AssetKey("trials"), limit=1).records[0]
+        base = instance.fetch_materializations(dg.AssetKey("baseline"), limit=1).records[0]
+    _assert_vllms_telemetry_reached_the_tables(trials.asset_materialization.metadata,
+                                               base.asset_materialization.metadata)
     baseline = store.measurements("tiny-ssh", "baseline")[0]
     assert baseline["measurement"]["output_throughput"] > 0
     assert baseline["evidence"]["max_num_seqs"] == 2, "the launch evidence read from the log fetched back"

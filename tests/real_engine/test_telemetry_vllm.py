@@ -1,9 +1,8 @@
 """vLLM CPU's own telemetry: every series we read is on its /metrics page.
 
-That the telemetry then reaches the trials table is tested on the sim
-(tests/assets/test_planner_sim.py); on vLLM CPU that test ran a baseline, a profile and a trial of three looks,
-seven minutes of this 2-core AVX2 machine, and the suite had to come back under CI's
-90 minutes (README, Tests).
+That vLLM's telemetry then reaches the trials table and the baseline's metadata is checked
+by the SSH host's optimize run (tests/fleet/test_ssh_vllm.py), which launches vLLM anyway;
+a run of its own cost seven minutes of this 2-core machine (README, Tests).
 """
 
 from __future__ import annotations
