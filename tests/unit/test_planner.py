@@ -70,14 +70,45 @@ def test_after_the_cap_is_raised_the_budget_ladder_scores_next():
 
 def test_the_budget_ladder_extends_upward_from_a_new_base():
     operator = ["--max-num-seqs", "64"]
-    first = plan("vllm", None, operator, {}, RANDOM_16, CPU, set(), grids=GRIDS)
+    long_prompts = Workload(kind="random", isl=4096, osl=64, concurrency=16)  # 65,536 prompt tokens at once
+    first = plan("vllm", None, operator, {}, long_prompts, CPU, set(), grids=GRIDS)
     assert "max-num-batched-tokens=32768" not in by_name(first)
     keeper = by_name(first)["max-num-batched-tokens=16384"]
-    second = replan("vllm", None, operator, {}, [keeper], RANDOM_16, CPU, set(), grids=GRIDS)
+    second = replan("vllm", None, operator, {}, [keeper], long_prompts, CPU, set(), grids=GRIDS)
     names = by_name(second)
     assert "max-num-batched-tokens=32768" in names
     assert rule_of(names["max-num-batched-tokens=32768"]) == "budget_up_cap_free"
     assert rule_of(names["max-num-batched-tokens=4096"]) == "budget_down"
+
+
+def test_a_budget_that_holds_every_concurrent_prompt_is_not_raised_before_other_knobs():
+    """The make demo target: 16 prompts of 128 tokens fit the CPU's default 2048 whole."""
+    demo = Workload(kind="random", isl=128, osl=64, concurrency=16)
+    variants = plan("vllm", None, ["--max-num-seqs", "16"], {}, demo, CPU, set(), grids=GRIDS)
+    raises = [v for v in singles(variants) if v.name.startswith("max-num-batched-tokens=")]
+    assert raises and {rule_of(v) for v in raises} == {"budget_up_covered"}
+    assert all(v.expected_value < shipped_rules().combine.min_score for v in raises)
+    combination = [v for v in variants if v.provenance == "combined"]
+    assert not combination or "max-num-batched-tokens" not in combination[0].name
+    # One prompt token more per stream and the budget no longer holds them all.
+    longer = demo.model_copy(update={"isl": 129})
+    again = singles(plan("vllm", None, ["--max-num-seqs", "16"], {}, longer, CPU, set(), grids=GRIDS))
+    assert rule_of(by_name(again)["max-num-batched-tokens=4096"]) == "budget_up_cap_free"
+
+
+def test_under_a_prefill_diagnosis_a_covered_budget_gets_no_boost():
+    """Prefill binds, but 16 prompts of 128 tokens already fit the budget whole: neither a
+    larger budget nor prefilling whole prompts can act on it."""
+    demo = Workload(kind="random", isl=128, osl=64, concurrency=16)
+    prefill = PlanEvidence(host="cpu", sequence_cap=16, telemetry=Telemetry(
+        engine="vllm", scrapes=60, running_mean=9.9, waiting_mean=0.0, kv_usage_pct_max=0.4, preemptions=0,
+        prefill_s=36.5, decode_s=63.5))
+    variants = singles(plan("vllm", None, ["--max-num-seqs", "16"], {}, demo, prefill, set(), grids=GRIDS))
+    names = by_name(variants)
+    assert "diagnosis prefill" in names["max-num-batched-tokens=4096"].reason
+    assert names["max-num-batched-tokens=4096"].expected_value == RULES["budget_up_covered"].score
+    assert rule_of(names["no-chunked-prefill"]) == "chunked_prefill_covered"
+    assert names["no-chunked-prefill"].expected_value == RULES["chunked_prefill_covered"].score
 
 
 def test_variants_are_relative_to_the_base_and_skip_no_ops():

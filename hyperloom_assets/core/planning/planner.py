@@ -185,9 +185,18 @@ def _cap_rule(proposal: Proposal, base: Base) -> str:
     return "cap_other"
 
 
+def _budget_covers_batch(base: Base) -> bool:
+    """Every concurrent prompt already prefills whole in one step, so neither a larger budget
+    nor turning chunking off changes a schedule (the make demo target: 16 x 128 tokens under
+    the CPU's default 2048)."""
+    return base.budget is not None and base.isl is not None and base.budget >= base.concurrency * base.isl
+
+
 def _budget_rule(proposal: Proposal, base: Base) -> str:
     if base.budget is not None and proposal.new_value is not None and proposal.new_value < base.budget:
         return "budget_down"
+    if _budget_covers_batch(base):
+        return "budget_up_covered"
     cap_free = base.cap is None or base.cap >= base.concurrency
     return "budget_up_cap_free" if cap_free else "budget_up_cap_binding"
 
@@ -213,6 +222,8 @@ def rule_for(proposal: Proposal, base: Base) -> str:
         return "cuda_graphs_gpu" if base.evidence.host == "gpu" else "cuda_graphs_cpu"
     if family == "fp8_kv":
         return _fp8_rule(base)
+    if family == "chunked_prefill" and _budget_covers_batch(base):
+        return "chunked_prefill_covered"
     if family == "kv_capacity":
         pressed = base.evidence.kv_pressure() or base.diagnosis.bottleneck == "kv_capacity"
         return "kv_capacity_pressure" if pressed else "kv_capacity_other"
@@ -223,7 +234,7 @@ def scored(proposal: Proposal, base: Base) -> Variant:
     rule_id = rule_for(proposal, base)
     rule = RULES[rule_id]
     bottleneck = base.diagnosis.bottleneck
-    boost = shipped_rules().diagnoses[bottleneck].boosts.get(proposal.family, 0.0)
+    boost = shipped_rules().diagnoses[bottleneck].boosts.get(proposal.family, 0.0) if rule.can_act else 0.0
     score = rule.score + rule.per_prefix_share * base.evidence.prefix_share + boost
     value = score * (RISKY_FACTOR if proposal.variant.accuracy_risky else 1.0)
     risk = f", x{RISKY_FACTOR:g} accuracy-risky" if proposal.variant.accuracy_risky else ""

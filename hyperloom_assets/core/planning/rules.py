@@ -26,6 +26,7 @@ class Rule(Frozen):
     score: float
     per_prefix_share: float = 0.0  # added score per unit of prefix share (0..1)
     text: str
+    can_act: bool = True  # False: the change moves nothing the engine schedules, so no diagnosis boosts it
 
 
 class DiagnosisRules(Frozen):
