@@ -26,6 +26,12 @@ from hyperloom_assets.resources.store.results import ResultStore
 REPO = Path(__file__).resolve().parents[2]
 # What the host agent and the benchmark client import, at this machine's versions.
 CLIENT_DISTRIBUTIONS = ("pydantic", "psutil", "aiohttp", "PyYAML", "numpy", "scipy", "packaging")
+# Prints the checkout a python has this project installed editable from, else nothing.
+EDITABLE_FROM = ("import importlib.metadata as m, json\n"
+                 "try:\n    text = m.distribution('hyperloom-assets').read_text('direct_url.json') or '{}'\n"
+                 "except m.PackageNotFoundError:\n    text = '{}'\n"
+                 "url = json.loads(text)\n"
+                 "print(url.get('url', '') if url.get('dir_info', {}).get('editable') else '')")
 WRITE_STDIN_TO = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); "
                   "p.write_bytes(sys.stdin.buffer.read())")
 
@@ -75,6 +81,15 @@ def _wheel() -> tuple[str, bytes]:
 def bootstrap(host: SshHost) -> int:
     """Copy this project's wheel to the host and install it with the client's dependencies."""
     config, transport = host.ssh(), host.transport()
+    probe = transport.run([config.python, "-c", EDITABLE_FROM], b"", timeout_s=120)
+    checkout = probe.stdout.decode(errors="replace").strip() if probe.returncode == 0 else ""
+    if checkout:
+        # A host on this machine sharing a development venv: a wheel would replace the
+        # checkout's editable install, and later edits would silently stop being served.
+        print(f"{host.name}: {config.python} has this project installed editable from {checkout}; "
+              "bootstrap leaves it, and that checkout's code is what the host runs")
+        print("\n".join(facts_lines(host.facts())))
+        return 0
     wheel_name, wheel = _wheel()
     remote = f"{config.workdir}/bootstrap/{wheel_name}"
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in CLIENT_DISTRIBUTIONS]
