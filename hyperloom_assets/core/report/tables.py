@@ -50,6 +50,8 @@ def describe_change(variant: Variant) -> str:
         parts.append("remove `" + " ".join(variant.remove_args) + "`")
     parts += [f"env {k}={v}" for k, v in variant.set_env.items()]
     parts += [f"unset {k}" for k in variant.unset_env]
+    parts += [f"patch `{patch.name}` ({', '.join(f'`{f}`' for f in patch.files)}; sha256 {patch.sha256[:12]})"
+              for patch in variant.patches]
     return "; ".join(parts) or "(no change)"
 
 
