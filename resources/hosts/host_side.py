@@ -31,7 +31,8 @@ from hyperloom_assets.resources.hosts.preflight import (
     port_free,
     read_gpu_memory,
 )
-from hyperloom_assets.resources.hosts.process_group import ServerProcess, launch, reap_orphans
+from hyperloom_assets.resources.hosts.process_group import (ServerProcess, launch, new_scratch_dir, reap_orphans,
+                                                          remove_scratch)
 
 LOG_TAIL_LINES = 40
 STILL_STARTING_NOTE_S = 30.0
@@ -115,9 +116,13 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
         launch_env = {**dict(spec.serve_env), **launch_env}
     if framework_tree is not None and spec is not None:
         launch_env = tree_launch_env(spec, Path(framework_tree), launch_env)
+    scratch_names = [name for name in (spec.scratch_env if spec else ()) if name not in launch_env]
+    scratch = new_scratch_dir() if scratch_names else None
+    launch_env.update({name: str(scratch) for name in scratch_names})
     try:
-        server = launch(argv, launch_env, log_path, pid_dir)
+        server = launch(argv, launch_env, log_path, pid_dir, scratch_dir=scratch)
     except OSError as error:
+        remove_scratch(scratch)
         raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
     if server_cpus:
         pin_process(server.popen.pid, server_cpus)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,6 +51,8 @@ class PidRecord(Strict):
     start_ticks: int | None = None
     owner_start_ticks: int | None = None
     log_path: str | None = None
+    # The launch's own scratch folder (engine IPC sockets), removed once the group is gone.
+    scratch_dir: str | None = None
 
 
 @dataclass
@@ -89,7 +93,22 @@ def _write_pidfile(path: Path, record: PidRecord) -> None:
     partial.replace(path)
 
 
-def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Path) -> ServerProcess:
+SCRATCH_PREFIX = "hyperloom-srv-"
+
+
+def new_scratch_dir() -> Path:
+    """A launch's scratch folder, short enough for a Unix socket path (108 bytes) beneath it."""
+    return Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+
+
+def remove_scratch(scratch_dir: str | Path | None) -> None:
+    """Delete a launch's scratch folder; only ever one this module named."""
+    if scratch_dir and Path(scratch_dir).name.startswith(SCRATCH_PREFIX):
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
+def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Path,
+           scratch_dir: Path | None = None) -> ServerProcess:
     """Start argv in a new session (its own process group), logging to log_path."""
     pid_dir.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +123,7 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
         pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
         start_ticks=start_ticks(popen.pid), owner_start_ticks=start_ticks(me.pid),
+        scratch_dir=str(scratch_dir) if scratch_dir else None,
     )
     pidfile = _pidfile(pid_dir, popen.pid)
     _write_pidfile(pidfile, record)
@@ -220,6 +240,7 @@ def teardown(server: ServerProcess, term_wait_s: float = 15.0, kill_wait_s: floa
         log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
                     server.record.pgid, result.survivors, server.pidfile)
     else:
+        remove_scratch(server.record.scratch_dir)
         server.pidfile.unlink(missing_ok=True)
     return result
 
@@ -313,6 +334,7 @@ def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 
         leader = _matches(record)
         if leader is None and not _group_outlived_leader(record):
             report.stale.append(record.pid)
+            remove_scratch(record.scratch_dir)
             path.unlink(missing_ok=True)
             continue
         if _owner_alive(record):
@@ -330,6 +352,7 @@ def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 
             report.survivors.extend(result.survivors)
         else:
             report.reaped.append(record.pid)
+            remove_scratch(record.scratch_dir)
             path.unlink(missing_ok=True)
     return report
 
@@ -367,6 +390,7 @@ def stop_recorded(record: PidRecord, pidfile: Path, term_wait_s: float = 15.0, k
         log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
                     record.pgid, result.survivors, pidfile)
     else:
+        remove_scratch(record.scratch_dir)
         pidfile.unlink(missing_ok=True)
     return result
 

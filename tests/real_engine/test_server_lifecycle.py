@@ -42,7 +42,10 @@ def _nothing_left(pgid: int, pid_dir: Path) -> None:
 def test_vllm_cpu_serves_reports_evidence_and_leaves_nothing(host, tiny_model, tmp_path):
     spec = _spec(tiny_model, ["--max-num-seqs", "4", "--enforce-eager"])
     with host.serve(spec, tmp_path / "run") as launch:
-        pgid = int(read_pidfiles(host.pid_dir())[0][1].pgid)
+        record = read_pidfiles(host.pid_dir())[0][1]
+        pgid, scratch = int(record.pgid), Path(record.scratch_dir)
+        # vLLM's ZMQ IPC sockets are in the launch's own folder, not the system temp folder.
+        assert any(entry.is_socket() for entry in scratch.iterdir()), list(scratch.iterdir())
         assert launch.evidence is not None and launch.evidence["max_num_seqs"] == 4
         assert launch.evidence["enforce_eager"] is True
         assert launch.engine_version is not None and launch.engine_version.startswith("vllm")
@@ -52,6 +55,7 @@ def test_vllm_cpu_serves_reports_evidence_and_leaves_nothing(host, tiny_model, t
         assert answer["usage"]["completion_tokens"] == 4
         assert len(group_members(pgid)) >= 2  # the API server and its engine core
     _nothing_left(pgid, host.pid_dir())
+    assert not scratch.exists()
     teardown = json.loads((tmp_path / "run" / "teardown.json").read_text())
     assert teardown["survivors"] == []
     print(f"\nvLLM CPU ready in {launch.ready_s:.1f} s; teardown {teardown['teardown_s']:.2f} s")

@@ -16,7 +16,9 @@ from hyperloom_assets.resources.hosts.process_group import (
     RefusedSignal,
     group_members,
     launch,
+    new_scratch_dir,
     reap_orphans,
+    remove_scratch,
     signals_deferred,
     teardown,
     terminate_group,
@@ -221,3 +223,25 @@ def test_signals_are_held_while_a_teardown_runs_then_delivered() -> None:
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler is restored"
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_launchs_scratch_folder_goes_with_its_group_at_teardown_and_at_the_reap(tmp_path, launched):
+    """vLLM leaves its IPC sockets where VLLM_RPC_BASE_PATH says; the launch's folder for them is removed."""
+    pid_dir = tmp_path / "pids"
+    stopped = launch(SLEEPER, os.environ, tmp_path / "a.log", pid_dir, scratch_dir=new_scratch_dir())
+    orphan = launch(SLEEPER, os.environ, tmp_path / "b.log", pid_dir, scratch_dir=new_scratch_dir())
+    launched += [stopped, orphan]
+    folders = [Path(PidRecord.model_validate_json(s.pidfile.read_text()).scratch_dir) for s in (stopped, orphan)]
+    for folder in folders:
+        (folder / "a-socket-left-behind").write_text("")
+    teardown(stopped, term_wait_s=5.0)
+    assert not folders[0].exists() and folders[1].exists()
+    _orphanize(orphan.pidfile)
+    assert reap_orphans(pid_dir, term_wait_s=5.0).reaped == [orphan.popen.pid]
+    assert not folders[1].exists()
+
+
+def test_only_a_folder_named_as_a_scratch_folder_is_ever_removed(tmp_path):
+    (tmp_path / "operator-data").mkdir()
+    remove_scratch(tmp_path / "operator-data")
+    assert (tmp_path / "operator-data").exists()

@@ -156,6 +156,9 @@ class EngineSpec(Frozen):
     # Env the harness gives every launch so the engine reports what we read (the operator's
     # env and the host's own win); like serve_flags, never part of a config or a candidate.
     serve_env: tuple[tuple[str, str], ...] = ()
+    # Env naming where the engine leaves files a killed server never removes (IPC sockets):
+    # each launch points them at a folder of its own, deleted with its process group.
+    scratch_env: tuple[str, ...] = ()
     # Compiles each batch shape the first time it meets one, so a warm-up must fill the batch
     # (core/measurement/workloads.py default_warmups).
     compiles_on_first_use: bool = False

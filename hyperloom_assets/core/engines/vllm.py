@@ -78,6 +78,10 @@ ENGINE = EngineSpec(
     # demo's final stack `vllm bench serve` read 658 tok/s after 8 warm-up requests and 2261 after 32
     # (concurrency 16), and our client's cold repeats read 439-2020 against 3149 warm (CI, stop 23).
     compiles_on_first_use=True,
+    # vllm/utils/network_utils.py get_open_zmq_ipc_path: f"ipc://{VLLM_RPC_BASE_PATH}/{uuid4()}",
+    # the system temp folder by default; a server stopped by a signal leaves its sockets there
+    # (1,330 in /tmp after one day of this project's tests and benchmarks).
+    scratch_env=("VLLM_RPC_BASE_PATH",),
     entry=Entry(module=API_SERVER),
     model_flag="--model",
     port_flag="--port",
