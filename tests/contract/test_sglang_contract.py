@@ -18,7 +18,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args
 from hyperloom_assets.sim.engine_args import engine_parser
 from hyperloom_assets.resources.hosts import host_side
-from hyperloom_assets.resources.hosts.process_group import terminate_group
+from hyperloom_assets.resources.hosts.process_group import teardown
 from tests.contract.project_flags import project_flags
 
 SGLANG_VERSION = "0.5.23"
@@ -205,8 +205,7 @@ def env_seen_by_a_launch(tmp_path, engine: str, env: dict[str, str]) -> str:
     log = tmp_path / f"{engine}-{len(env)}.log"
     server = host_side.start([sys.executable, "-c", code], env, [], log, tmp_path / "pids", engine=engine)
     server.popen.wait(timeout=30)
-    terminate_group(server.record.pgid, term_wait_s=1.0)
-    server.pidfile.unlink(missing_ok=True)
+    teardown(server, term_wait_s=1.0)  # the one teardown: pidfile and a vLLM launch's scratch folder go
     return log.read_text().strip()
 
 
