@@ -84,7 +84,9 @@ def test_launch_records_a_pidfile_and_teardown_stops_the_whole_group(tmp_path, l
     members = [proc.pid for proc in group_members(record.pgid)]
     assert len(members) == 3
 
-    result = teardown(server, term_wait_s=5.0)
+    # The product's wait (LocalHost.teardown_term_wait_s): 5 s saw a member outlive TERM twice
+    # in a full suite on this 2-core machine (stop 22, stop 24), never alone.
+    result = teardown(server, term_wait_s=15.0)
 
     assert sorted(result.signalled) == sorted(members)
     assert result.survivors == [] and not result.killed
