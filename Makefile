@@ -25,10 +25,10 @@ demo: setup $(TINY_MODEL)/config.json $(VLLM_TREE)/.git
 	$(PY) -m hyperloom_assets.cli.demo --job $(DEMO_JOB) --target $(DEMO_TARGET)
 
 test: setup $(TINY_MODEL)/config.json
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 tests
 
 test-fast: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m "not real_engine and not cli" tests
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 -m "not real_engine and not cli" tests
 
 ui: setup $(VLLM_TREE)/.git
 	$(VENV)/bin/dagster dev -w workspace.yaml

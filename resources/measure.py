@@ -84,8 +84,13 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
                     context_key: str | None = None, fingerprint: str | None = None,
                     concurrency: int | None = None, num_prompts: int | None = None,
                     check_launch: Callable[[LaunchRecord], None] | None = None,
-                    overtime_s: float | None = None) -> MeasuredConfig:
-    """Measure one config under the contract; a failure is stored, then re-raised."""
+                    overtime_s: float | None = None,
+                    after_rounds: Callable[[LaunchRecord], None] | None = None) -> MeasuredConfig:
+    """Measure one config under the contract; a failure is stored, then re-raised.
+
+    `after_rounds` runs on the same server once the measured rounds are over (a profile,
+    a sweep), so what it asks costs no launch of its own and cannot touch the rounds.
+    """
     started = datetime.now(timezone.utc)
     run_dir.mkdir(parents=True, exist_ok=True)
     workload = contract.workload
@@ -116,6 +121,8 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
             )
             measurement = in_engine_time(spec, measurement)
             measuring_s = time.monotonic() - ready_at
+            if after_rounds is not None:
+                after_rounds(launch)
     except ServerError as exc:
         if exc.error_class in REQUEST_ERROR_CLASSES:  # ready, then misbehaved: the client's round failed
             exc.argv = exc.argv or (launch.argv if launch else [])
@@ -144,25 +151,33 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
               context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
     """One launch, then every rung of a concurrency ladder on the hot server."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    with host.serve(spec, run_dir, label=run_dir.name) as launch:
+        return sweep_rungs(host=host, bench=bench, store=store, target=target, spec=spec, contract=contract,
+                           rungs=rungs, launch=launch, run_dir=run_dir, run_id=run_id, context_key=context_key,
+                           label=label)
+
+
+def sweep_rungs(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpec, contract: WorkloadContract,
+                rungs: list[int], launch: LaunchRecord, run_dir: Path, run_id: str | None = None,
+                context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
+    """Every rung of a concurrency ladder on a server that is up: each its own warm-up and round."""
     started = datetime.now(timezone.utc)
     results: list[tuple[int, Measurement]] = []
-    with host.serve(spec, run_dir, label=run_dir.name) as launch:
-        for number, rung in enumerate(rungs, start=1):
-            workload = contract.workload.model_copy(update={"concurrency": rung})
-            num_prompts = None
-            if workload.kind != "agentic":
-                num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
-            rung_label = f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})"
-            measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
-                                        repeats=1, warmups=default_warmups(rung, engine_for(spec.engine).compiles_on_first_use),
-                                        num_prompts=num_prompts,
-                                        records_dir=run_dir / f"c{rung}",
-                                        max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec),
-                                        cpus=launch.cpus)
-            measurement = in_engine_time(spec, measurement)
-            store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
-                                     measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
-                                     log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
-            log.info("%s: %.1f output tok/s", rung_label, measurement.output_throughput)
-            results.append((rung, measurement))
+    for number, rung in enumerate(rungs, start=1):
+        workload = contract.workload.model_copy(update={"concurrency": rung})
+        num_prompts = None
+        if workload.kind != "agentic":
+            num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
+        rung_label = f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})"
+        measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
+                                   repeats=1, warmups=default_warmups(rung, engine_for(spec.engine).compiles_on_first_use),
+                                   num_prompts=num_prompts, records_dir=run_dir / f"c{rung}",
+                                   max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec),
+                                   cpus=launch.cpus)
+        measurement = in_engine_time(spec, measurement)
+        store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
+                                 measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
+                                 log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
+        log.info("%s: %.1f output tok/s", rung_label, measurement.output_throughput)
+        results.append((rung, measurement))
     return results

@@ -1,14 +1,18 @@
-"""One profiled launch of a configuration: where its time goes, by the engine's own profiler.
+"""Where a configuration's time goes, by the engine's own profiler, on a server already up.
 
 The engine's module says how its profiler is switched on (EngineSpec.profiler: argv and
 env pointing it at a folder, the start and stop routes, the trace files it writes). The
-launch goes through the host like every other (reap, preflight, readiness, teardown on
-every path); a short round warms the server up unprofiled, then the profiler is
-started, one short round is measured, and it is stopped. The trace comes back with the
-run folder and is reduced (core/profile/trace.py). Whatever keeps the profile from being
-taken (no profiler for the engine, a server that will not start with it, a route that
-answers an error, no trace written, a trace that does not read) is returned as the
-reason, never raised: a profile is evidence, not a gate. A cancel still propagates.
+profiler is configured at launch and idle until started, so the baseline's own server
+carries it: after the baseline's measured rounds the server is hot, the profiler is
+started, one short round is measured, and it is stopped (`ServerProfile`, used by
+resources/measure.py's `after_rounds`). `benchmarks/profiler_configured.py` measures
+that a configured, idle profiler leaves the measured rounds' throughput alone.
+
+The trace comes back with the run folder (on an SSH host at teardown) and is reduced
+(core/profile/trace.py). Whatever keeps the profile from being taken (no profiler for
+the engine, a route that answers an error, no trace written, a trace that does not
+read) becomes the reason, never an error: a profile is evidence, not a gate. A cancel
+still propagates.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import dagster as dg
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import Profiler
 from hyperloom_assets.core.measurement.contract import WorkloadContract
-from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.profile.trace import TraceError, reduce_trace
 from hyperloom_assets.core.results import ProfileResult
 from hyperloom_assets.resources.measure import INTERRUPTS, in_engine_time
@@ -30,6 +34,8 @@ from hyperloom_assets.resources.measure import INTERRUPTS, in_engine_time
 log = dg.get_dagster_logger("hyperloom.profile")
 
 TRACE_FOLDER = "trace"
+ROUND_FOLDER = "profile"  # the profiled round's request records, apart from the measured rounds'
+PROFILING_LABEL = "profile"  # how the run log names the profiled round
 TRACE_WAIT_S = 30.0  # a worker may finish writing its trace just after /stop_profile answers
 
 
@@ -71,48 +77,101 @@ def find_trace(folder: Path, pattern: str, wait_s: float = 0.0) -> Path:
     return max(found, key=lambda p: p.stat().st_size)
 
 
-def _profiled_launch(host: Any, bench: Any, spec: ServerSpec, contract: WorkloadContract, run_dir: Path,
-                     profiler: Profiler, trace_dir: str) -> tuple[list[str], float]:
-    num_prompts = short_round(contract)
-    with host.serve(spec, run_dir, label="profile") as launch:
-        def round_(warmups: int):
-            return host.measure(bench, launch.base_url, launch.served_model, contract.workload, contract.vocab_size,
-                                repeats=1, warmups=warmups, num_prompts=num_prompts, records_dir=run_dir,
-                                max_model_len=contract.max_model_len)
-        if contract.warmups and not engine_for(spec.engine).simulated:  # the sim has no caches to warm
-            round_(contract.warmups)  # compile caches and allocators settle before recording starts
-        _control(host, launch.base_url + profiler.start_path, 60.0)
+def _failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, ServerError):
+        return f"the profiled server failed ({exc.error_class}): {str(exc).splitlines()[0]}"
+    if isinstance(exc, (ProfileUnavailable, TraceError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ServerProfile:
+    """One profile of a configuration, taken on a server launched with the profiler configured.
+
+    `launch_spec` is what to launch; `capture` runs on the ready server (after the rounds
+    that matter); `result` reads the trace once the server is torn down.
+    """
+
+    def __init__(self, host: Any, bench: Any, spec: ServerSpec, contract: WorkloadContract, run_dir: Path):
+        engine = engine_for(spec.engine)
+        self.host, self.bench, self.spec, self.contract, self.run_dir = host, bench, spec, contract, Path(run_dir)
+        self.profiler = engine.profiler
+        self.trace_dir = f"{host.served_path(self.run_dir)}/{TRACE_FOLDER}"
+        self.argv: list[str] = []
+        self.tok_s: float | None = None
+        self.reason: str | None = None
+        if self.profiler is None:
+            self.reason = f"engine {spec.engine!r} has no profiler this tool can drive"
+
+    def launch_spec(self) -> ServerSpec:
+        """The configuration with the profiler configured (idle until started), or as it is."""
+        if self.profiler is None:
+            return self.spec
+        return profiled_spec(self.spec, self.profiler, self.trace_dir)
+
+    def capture(self, launch: LaunchRecord, warmups: int = 0) -> None:
+        """Start the profiler, one short round, stop it; a failure is kept as the reason."""
+        if self.profiler is None:
+            return
+        self.argv = launch.argv
         try:
-            measurement = in_engine_time(spec, round_(0))
+            self._profiled_round(launch, warmups)
+        except INTERRUPTS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a profile never fails the run; the reason says what happened
+            self.reason = _failure_reason(exc)
+            log.warning("profile not taken: %s", self.reason)
+
+    def _profiled_round(self, launch: LaunchRecord, warmups: int) -> None:
+        records = self.run_dir / ROUND_FOLDER
+
+        def round_(warm: int):
+            return self.host.measure(self.bench, launch.base_url, launch.served_model, self.contract.workload,
+                                     self.contract.vocab_size, repeats=1, warmups=warm,
+                                     num_prompts=short_round(self.contract), records_dir=records,
+                                     max_model_len=self.contract.max_model_len, cpus=launch.cpus)
+        if warmups:
+            round_(warmups)  # compile caches and allocators settle before recording starts
+        _control(self.host, launch.base_url + self.profiler.start_path, 60.0)
+        log.info("%s: profiler started for one short round", PROFILING_LABEL)
+        try:
+            self.tok_s = in_engine_time(self.spec, round_(0)).output_throughput
         finally:
-            _control(host, launch.base_url + profiler.stop_path, profiler.stop_timeout_s)
-        local = run_dir / TRACE_FOLDER
-        if Path(trace_dir) == local.resolve():  # on an SSH host the folder comes back at teardown
-            find_trace(local, profiler.trace_glob, TRACE_WAIT_S)  # before teardown ends the writer
-        return launch.argv, measurement.output_throughput
+            _control(self.host, launch.base_url + self.profiler.stop_path, self.profiler.stop_timeout_s)
+        local = self.run_dir / TRACE_FOLDER
+        if Path(self.trace_dir) == local.resolve():  # on an SSH host the folder comes back at teardown
+            find_trace(local, self.profiler.trace_glob, TRACE_WAIT_S)  # before teardown ends the writer
+
+    def result(self) -> ProfileResult:
+        """The reduced trace, after teardown; or why there is none."""
+        engine = engine_for(self.spec.engine)
+        result = ProfileResult(engine=self.spec.engine, taken=False, simulated=engine.simulated, argv=self.argv)
+        if self.reason is None and not self.argv:
+            self.reason = "the profiled server never became ready"
+        if self.reason is not None:
+            return result.model_copy(update={"reason": self.reason})
+        try:
+            trace = find_trace(self.run_dir / TRACE_FOLDER, self.profiler.trace_glob)
+            summary = reduce_trace(trace)
+        except INTERRUPTS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as in capture
+            return result.model_copy(update={"reason": _failure_reason(exc)})
+        return result.model_copy(update={"taken": True, "summary": summary, "trace_path": str(trace),
+                                         "profiled_tok_s": self.tok_s})
 
 
 def run_profile(*, host: Any, bench: Any, spec: ServerSpec, contract: WorkloadContract, run_dir: Path) -> ProfileResult:
-    """Profile one launch of `spec`; a profile that cannot be taken comes back with its reason."""
-    engine = engine_for(spec.engine)
-    result = ProfileResult(engine=spec.engine, taken=False, simulated=engine.simulated)
-    if engine.profiler is None:
-        return result.model_copy(update={"reason": f"engine {spec.engine!r} has no profiler this tool can drive"})
+    """A launch of its own for `spec`, warmed up, then profiled; the reason when it cannot be taken."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    trace_dir = f"{host.served_path(run_dir)}/{TRACE_FOLDER}"
-    profiled = profiled_spec(spec, engine.profiler, trace_dir)
+    profile = ServerProfile(host, bench, spec, contract, run_dir)
+    if profile.profiler is None:
+        return profile.result()
     try:
-        argv, tok_s = _profiled_launch(host, bench, profiled, contract, run_dir, engine.profiler, trace_dir)
-        trace = find_trace(run_dir / TRACE_FOLDER, engine.profiler.trace_glob)
-        summary = reduce_trace(trace)
+        with host.serve(profile.launch_spec(), run_dir, label="profile") as launch:
+            profile.capture(launch, warmups=0 if engine_for(spec.engine).simulated else contract.warmups)
     except INTERRUPTS:
         raise
     except ServerError as exc:
-        return result.model_copy(update={"reason": f"the profiled server failed ({exc.error_class}): "
-                                                   f"{str(exc).splitlines()[0]}", "argv": exc.argv or []})
-    except (ProfileUnavailable, TraceError) as exc:
-        return result.model_copy(update={"reason": str(exc)})
-    except Exception as exc:  # noqa: BLE001 - a profile never fails the run; the reason says what happened
-        return result.model_copy(update={"reason": f"{type(exc).__name__}: {exc}"})
-    return result.model_copy(update={"taken": True, "summary": summary, "trace_path": str(trace), "argv": argv,
-                                     "profiled_tok_s": tok_s})
+        profile.reason, profile.argv = _failure_reason(exc), exc.argv or []
+    return profile.result()

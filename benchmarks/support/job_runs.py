@@ -72,13 +72,13 @@ def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int 
 
 
 def wait_profiling(process: subprocess.Popen, log: Path, home: Path, deadline_s: float = DEADLINE_S) -> int:
-    """Until the profile step's server is up; returns its pid."""
+    """Until the profiler runs on the baseline's server, after its measured rounds; returns its pid."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         assert process.poll() is None, f"the run ended early:\n{log.read_text()[-3000:]}"
         text = log.read_text()
-        assert "trials - " not in text, "the profile step ended before it could be stopped"
-        if "profile: server ready" in text and (alive := live_servers(home)):
+        assert "roofline - " not in text, "the baseline step ended before its profile could be stopped"
+        if "profile: profiler started" in text and (alive := live_servers(home)):
             return alive[0]
         time.sleep(0.1)
     raise AssertionError(f"never saw the profiled server up:\n{log.read_text()[-3000:]}")

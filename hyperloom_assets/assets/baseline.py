@@ -1,4 +1,4 @@
-"""The `baseline` asset: one launch, a discarded warm-up, N repeats, teardown, guards.
+"""The `baseline` asset: one launch, a discarded warm-up, N repeats, a profile, teardown, guards.
 
 Everything that can be checked before a launch is (target file, trace, context length,
 a retry identical to a run that gave up); the prefix-cache guard reads the engine's own
@@ -34,7 +34,7 @@ from hyperloom_assets.core.planning.fingerprints import context_key, workload_si
 from hyperloom_assets.core.planning.variants import parse_args
 from hyperloom_assets.core.releases.run import ReleaseRun, release_from_tags
 from hyperloom_assets.core.report.precision import Unit, rounded
-from hyperloom_assets.core.results import BaselineResult
+from hyperloom_assets.core.results import BaselineResult, ProfileResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
@@ -47,6 +47,7 @@ from hyperloom_assets.resources.trees.git import GitError
 from hyperloom_assets.resources.trees.workspace import open_run_tree
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
+from hyperloom_assets.resources.profiling import ServerProfile
 from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
 from hyperloom_assets.resources.releases.identity import framework_identity
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
@@ -57,6 +58,8 @@ def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
     """A failed baseline: never materialized, never an anchor; the run stops here."""
     return dg.Failure(description=f"{stop_reason}: {message}", metadata={"stop_reason": stop_reason, **metadata})
 
+
+PROFILE = dg.AssetKey("profile")
 
 # Flags that cap the context below the model's own maximum, per engine.
 MAX_LEN_FLAGS = ("--max-model-len", "--context-length")
@@ -168,18 +171,50 @@ class BaselineStop(Exception):
         super().__init__(str(error))
 
 
+def profiler_refusal(profile: ServerProfile | None, exc: ServerError) -> str | None:
+    """The engine's complaint, when it rejected the profiler's own flags (a release without them)."""
+    if profile is None or profile.profiler is None or exc.error_class != "argv_invalid":
+        return None
+    # argparse's own complaint ("prog: error: unrecognized arguments: ..."), not its usage
+    # lines, which name every flag the engine has.
+    complaints = [line.strip() for line in exc.log_tail.splitlines() if "error:" in line]
+    return next((line for line in complaints if any(flag in line for flag in profile.profiler.flags())), None)
+
+
+def profile_in_run(context) -> bool:
+    """Does this run materialize `profile`? Only then does the baseline's server carry the profiler."""
+    selected = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
+    return PROFILE in selected
+
+
 def attempt_baseline(context, target: Target, spec: ServerSpec, contract: WorkloadContract, host, bench,
                      store: ResultStore, attempt: str, key: str):
-    """Measure the baseline, retrying a failed attempt on a fresh server until guards say stop."""
+    """Measure the baseline, retrying a failed attempt on a fresh server until guards say stop.
+
+    In a run that profiles, the server carries the engine's profiler, idle through the
+    measured rounds and profiled after them, so the profile costs no launch of its own.
+    Returns the measurement and the profile (None when the run does not profile); an engine
+    that refuses the profiler's flags is measured again without them.
+    """
     name, run_id = context.partition_key, context.run.run_id
     failures = 0
+    profiling, refused = profile_in_run(context), None
     while True:
-        folder = step_dir(host, name, run_id, "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}")
+        step = "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}"
+        folder = step_dir(host, name, run_id, step + ("-unprofiled" if refused else ""))
+        profile = ServerProfile(host, bench, spec, contract, folder) if profiling and not refused else None
         try:
-            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline", spec=spec,
-                                       contract=contract, run_dir=folder, run_id=run_id, context_key=key,
-                                       check_launch=prefix_cache_guard(target))
+            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline",
+                                       spec=profile.launch_spec() if profile else spec, contract=contract,
+                                       run_dir=folder, run_id=run_id, context_key=key,
+                                       check_launch=prefix_cache_guard(target),
+                                       after_rounds=profile.capture if profile else None)
         except ServerError as exc:
+            complaint = profiler_refusal(profile, exc)
+            if complaint is not None:
+                refused = f"the server refused the profiler's flags: {complaint}"
+                context.log.warning("baseline: %s; measuring it again without the profiler", refused)
+                continue
             # A busy or unreachable host says nothing about the config, so it is not an attempt of it.
             if exc.error_class not in ("preflight", "environment_unavailable"):
                 failures += 1
@@ -192,7 +227,12 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
                 continue
             raise BaselineStop(stop, exc, failures) from exc
         store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
-        return measured
+        if profile is not None:
+            return measured, profile.result()
+        if refused is None:
+            return measured, None
+        return measured, ProfileResult(engine=spec.engine, taken=False, reason=refused,
+                                       simulated=engine_for(spec.engine).simulated)
 
 
 def prepare_run_tree(target: Target, name: str, host, spec: ServerSpec) -> RunTree | None:
@@ -224,7 +264,7 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
     signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
     key = context_key(name, signature, framework_version, config_version)
     try:
-        measured = attempt_baseline(context, target, spec, contract, host, bench, store, attempt, key)
+        measured, profile = attempt_baseline(context, target, spec, contract, host, bench, store, attempt, key)
     except BaselineStop as stop:
         if release is not None:
             ReleaseLedger(store).record(name, release.package, release.version, "failed", str(stop.error), run_id=run_id)
@@ -234,7 +274,7 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
     return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
                           contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,
                           framework_version=framework_version, config_version=config_version, context_key=key,
-                          run_id=run_id, release=release, run_tree=run_tree)
+                          run_id=run_id, release=release, run_tree=run_tree, profile=profile)
 
 
 def build_baseline_asset(partitions: dg.PartitionsDefinition):

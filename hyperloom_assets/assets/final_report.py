@@ -1,7 +1,8 @@
 """The `final_report` asset: Markdown, plots and JSON, on disk and in the UI.
 
-The headline, every trial, the stack, the sweep and the commands to reproduce it, with
-every flagged measurement of the run read back from the result store.
+The headline, the run's server launches, every trial, the stack, the sweep and the
+commands to reproduce it, with every flagged measurement of the run read back from the
+result store.
 """
 
 import json
@@ -43,7 +44,7 @@ from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
-from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.hosts.run_folders import launches_in, step_dir
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.store.results import ResultStore
 
@@ -64,6 +65,9 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
         inputs = report_inputs(target, host, baseline, roofline, trials, optimization_stack,
                                concurrency_sweep, folder, store.measurements(name), context.run.run_id,
                                accepted_patches, profile)
+        inputs = inputs.model_copy(update={"launches": launches_in(host, name, context.run.run_id)})
+        launches = sum(inputs.launches.values())
+        context.instance.add_run_tags(context.run.run_id, {"hyperloom/launches": str(launches)})
         markdown = render_markdown(inputs)
         path = folder / "report.md"
         path.write_text(markdown)
@@ -78,6 +82,7 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
             "final_output_throughput": rounded(optimization_stack.final_output_throughput, "tok/s"),
             "gain_pct": rounded(optimization_stack.validated_gain_pct, "%"),
             "stop_reason": dg.MetadataValue.text(optimization_stack.stop_reason),
+            "launches": launches, "launches_by_step": dg.MetadataValue.json(inputs.launches),
             "report": dg.MetadataValue.md(markdown),
             "plot_waterfall": dg.MetadataValue.path(str(folder / inputs.waterfall_plot)),
             "plot_roofline": dg.MetadataValue.path(str(folder / inputs.roofline_plot)),

@@ -2,7 +2,9 @@
 
 The climb says what helped on the way; the stack is validated against the baseline on
 fresh servers, interleaved (base, stack, base, stack), so the headline gain has its own
-interval that the climb's selection cannot inflate.
+interval that the climb's selection cannot inflate. The last pair's servers, once their
+validation rounds are done, also climb the concurrency ladder, so `concurrency_sweep`
+needs no launch of its own in the run that validated.
 """
 
 import shlex
@@ -19,22 +21,52 @@ from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, stack_verdict
+from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.report.precision import rounded
+from hyperloom_assets.core.report.tables import sweep_rows
 from hyperloom_assets.core.results import AcceptedPatches, BaselineResult, StackResult, TrialsResult
-from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.bench.client import BenchInputError, BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.run_folders import step_dir
-from hyperloom_assets.resources.measure import run_measurement
+from hyperloom_assets.resources.measure import run_measurement, sweep_rungs
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.workspace import served_at
 
 VALIDATION_PAIRS = 2
 
 
+class Validation(Strict):
+    """Each side's launches, the stack's argv and, when asked, the last pair's sweep rows."""
+    base: Launches = []
+    top: Launches = []
+    top_argv: list[str] = []
+    sweep_rows: list[dict] | None = None
+
+
+def sweep_after_rounds(context, host, bench, store, baseline: BaselineResult, spec, folder, config: str,
+                       ladder: list[int], rows: list[dict]):
+    """The sweep on a validation server after its rounds; a failed rung leaves the sweep to its own asset."""
+    def sweep(launch) -> None:
+        try:
+            results = sweep_rungs(host=host, bench=bench, store=store, target=context.partition_key, spec=spec,
+                                  contract=baseline.contract, rungs=ladder, launch=launch,
+                                  run_dir=folder / f"sweep-{config}", run_id=context.run.run_id,
+                                  context_key=baseline.context_key)
+        except (ServerError, BenchInputError) as exc:
+            context.log.warning("sweep on the validation's %s server failed, concurrency_sweep will launch its own: %s",
+                                config, str(exc).splitlines()[0])
+            rows.append({"failed": True})
+            return
+        rows.extend(sweep_rows(config, results))
+    return sweep
+
+
 def validate_stack(context, target, host, bench, store, baseline: BaselineResult, keepers: list[Variant],
-                   label_prefix: str = "validate", tree_commit: str | None = None):
-    """Base, stack, base, stack on fresh servers; returns each side's launches and the stack's argv.
+                   label_prefix: str = "validate", tree_commit: str | None = None,
+                   sweep_ladder: list[int] | None = None) -> Validation:
+    """Base, stack, base, stack on fresh servers; the last pair sweeps `sweep_ladder` after its rounds.
 
     A tree target serves the base at the run's base commit and the stack at `tree_commit`.
     """
@@ -42,24 +74,30 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
     base_spec, top_spec = baseline.spec, stack_spec(target, keepers, baseline.spec)
     base_commit = run_tree.base_commit if run_tree else None
     commits = {"base": base_commit, "stack": tree_commit or base_commit}
-    base: Launches = []
-    top: Launches = []
-    top_argv: list[str] = []
+    done = Validation()
+    rows: list[dict] = []
     for pair in range(1, VALIDATION_PAIRS + 1):
         context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
                          pair, VALIDATION_PAIRS)
-        for label, spec, launches in (("base", base_spec, base), ("stack", top_spec, top)):
+        for label, spec, launches in (("base", base_spec, done.base), ("stack", top_spec, done.top)):
             spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commits[label])})
             folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
+            sweep = None
+            if sweep_ladder and pair == VALIDATION_PAIRS:
+                sweep = sweep_after_rounds(context, host, bench, store, baseline, spec, folder,
+                                           "baseline" if label == "base" else "stack", sweep_ladder, rows)
             measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
                                        kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
-                                       run_id=context.run.run_id, context_key=baseline.context_key)
+                                       run_id=context.run.run_id, context_key=baseline.context_key,
+                                       after_rounds=sweep)
             launches.append(measured.measurement.repeats_throughputs())
             if label == "stack":
-                top_argv = measured.launch.argv
+                done.top_argv = measured.launch.argv
             context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, pair, label,
                              measured.measurement.output_throughput)
-    return base, top, top_argv
+    if sweep_ladder and not any(row.get("failed") for row in rows):
+        done.sweep_rows = rows
+    return done
 
 
 def release_check(context, target, host, bench, store, baseline: BaselineResult,
@@ -69,8 +107,8 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
     if release is None or not release.previous_stack or not release.previous_stack["keepers"]:
         return None
     previous = [Variant.model_validate(v) for v in release.previous_stack["keepers"]]
-    base, top, _ = validate_stack(context, target, host, bench, store, baseline, previous, "release-check")
-    gain, low, high = validated_gain(top, base, others)
+    checked = validate_stack(context, target, host, bench, store, baseline, previous, "release-check")
+    gain, low, high = validated_gain(checked.top, checked.base, others)
     before = float(release.previous_stack["result"]["validated_gain_pct"])
     holds, sentence = stack_verdict(before, gain, low, high)
     (context.log.info if holds else context.log.warning)("%s==%s: %s", release.package, release.version, sentence)
@@ -79,8 +117,9 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
 
 
 def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepted: AcceptedPatches,
-                 base: Launches, top: Launches, top_argv: list[str]) -> StackResult:
+                 validation: Validation, run_id: str, ladder: list[int]) -> StackResult:
     keepers = accepted.keepers
+    base, top, top_argv = validation.base, validation.top, validation.top_argv
     stack = composition(target, keepers)
     validated = bool(keepers)
     if validated:
@@ -95,7 +134,9 @@ def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepte
                        validated=validated, base_launches=base, stack_launches=top, final_output_throughput=final,
                        validated_gain_pct=gain, validated_gain_ci_low=low, validated_gain_ci_high=high,
                        stop_reason=trials.climb.stop_reason, tree_commit=accepted.tree_commit,
-                       patches=[p.name for p in accepted.patches])
+                       patches=[p.name for p in accepted.patches], run_id=run_id,
+                       sweep_ladder=ladder if validation.sweep_rows is not None else None,
+                       sweep_rows=validation.sweep_rows)
 
 
 def build_stack_asset(partitions: dg.PartitionsDefinition):
@@ -108,12 +149,13 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
                            ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
-        base, top, argv = [], [], []
+        validation = Validation()
+        ladder = target.sweep_ladder()
         with recorded_stops(context, store, "optimization_stack"):
             if accepted_patches.keepers:
-                base, top, argv = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
-                                                 tree_commit=accepted_patches.tree_commit)
-            result = stack_result(target, baseline, trials, accepted_patches, base, top, argv)
+                validation = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
+                                            tree_commit=accepted_patches.tree_commit, sweep_ladder=ladder)
+            result = stack_result(target, baseline, trials, accepted_patches, validation, context.run.run_id, ladder)
             result.release_check = release_check(context, target, host, bench, store, baseline,
                                                  list(trials.climb.evidence.values()))
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,

@@ -1,10 +1,11 @@
 """The `profile` asset: where the running configuration's time goes, by the engine's own profiler.
 
-One launch of the baseline's configuration with the profiler on, a short profiled round,
-the trace reduced to top ops by self time and the shares of attention, GEMM, sampling
-and overhead (resources/profiling.py). The tables and the trace file are kept; the
-proposer and the report read them. A profile that cannot be taken is a warning: the
-asset still materializes, saying why.
+The baseline's own server carries the profiler and is profiled for one short round after
+its measured rounds (assets/baseline.py, resources/profiling.py); this asset shows that
+trace, reduced to top ops by self time and the shares of attention, GEMM, sampling and
+overhead. Only a baseline stored without a profile (by an older hyperloom) costs a launch
+of its own here. The tables and the trace file are kept; the proposer and the report read
+them. A profile that cannot be taken is a warning: the asset still materializes, saying why.
 """
 
 import shlex
@@ -42,17 +43,18 @@ def profile_metadata(result: ProfileResult) -> dict:
 
 def build_profile_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="explore",
-              description="Where the time goes: one profiled launch of the running configuration, reduced to "
-                          "top ops by self time and the shares of attention, GEMM, sampling and overhead.")
+              description="Where the time goes: the baseline's server profiled after its measured rounds, "
+                          "reduced to top ops by self time and the shares of attention, GEMM, sampling and overhead.")
     def profile(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                 store: ResultStore, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[ProfileResult]:
-        # The run's snapshot of the target, as every step reads it: the host it leased, not an edit's.
-        target = catalog.run_target(context.partition_key, context.run.run_id, store)
-        host = hosts.for_target(target)
-        folder = step_dir(host, context.partition_key, context.run.run_id, "profile")
-        with recorded_stops(context, store, "profile"):  # a cancel while the profiled server runs
-            result = run_profile(host=host, bench=bench, spec=baseline.spec, contract=baseline.contract,
-                                 run_dir=folder)
+        result = baseline.profile
+        if result is None:
+            # The run's snapshot of the target, as every step reads it: the host it leased, not an edit's.
+            host = hosts.for_target(catalog.run_target(context.partition_key, context.run.run_id, store))
+            folder = step_dir(host, context.partition_key, context.run.run_id, "profile")
+            with recorded_stops(context, store, "profile"):  # a cancel while the profiled server runs
+                result = run_profile(host=host, bench=bench, spec=baseline.spec, contract=baseline.contract,
+                                     run_dir=folder)
         if result.taken:
             shares = ", ".join(f"{k} {v:.1f}%" for k, v in result.summary.shares_pct.items() if v >= 0.05)
             context.log.info("profile %s: %s (trace %s)", context.partition_key, shares, result.trace_path)

@@ -47,7 +47,8 @@ def print_summary(target: str) -> None:
     report = latest_metadata("final_report", target)
     if report:
         print(f"\n{target}: {report.get('baseline_output_throughput', 0):.1f} -> {report.get('final_output_throughput', 0):.1f} "
-              f"output tok/s ({report.get('gain_pct', 0):+.1f}%), stop reason: {report.get('stop_reason')}")
+              f"output tok/s ({report.get('gain_pct', 0):+.1f}%), stop reason: {report.get('stop_reason')}, "
+              f"{report.get('launches', '?')} server launches")
         print(f"report: {report.get('report_path')}")
     baseline = latest_metadata("baseline", target)
     if baseline and not report:

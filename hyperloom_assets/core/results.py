@@ -15,6 +15,35 @@ from hyperloom_assets.core.releases.run import ReleaseCheck, ReleaseRun
 from hyperloom_assets.core.roofline.roofline import Achieved, Hardware, Roofline
 
 
+class ProfileResult(Strict):
+    """Where the time goes in the running configuration, from the engine's own profiler.
+
+    `taken` False with its `reason` when no profile could be taken (never a failure).
+    `profiled_tok_s` is the profiled round's throughput in the engine's time, profiler
+    overhead included: a sanity number, never evidence for a decision.
+    """
+    engine: str
+    taken: bool
+    reason: str | None = None
+    summary: ProfileSummary | None = None
+    trace_path: str | None = None  # the reduced trace, in the run folder
+    argv: list[str] = []
+    profiled_tok_s: float | None = None
+    simulated: bool = False  # the sim's model, in simulated time
+
+    def evidence(self) -> dict | None:
+        """What the proposer is shown: the shares and the top ops, rounded."""
+        if self.summary is None:
+            return None
+        s = self.summary
+        return {"source": "sim performance model" if self.simulated else f"{self.engine} torch profiler",
+                "of": "the baseline's configuration, one short round",
+                "time_base": s.time_base, "window_ms": round(s.window_ms, 1),
+                "shares_pct": {k: round(v, 2) for k, v in s.shares_pct.items()},
+                "top_ops": [{"op": o.name, "category": o.category, "calls": o.calls, "self_ms": round(o.self_ms, 2),
+                             "share_pct": round(o.share_pct, 2)} for o in s.top_ops]}
+
+
 class BaselineResult(Strict):
     """The anchor of every later gain (invariant 5) and the workload contract (invariant 4)."""
 
@@ -31,6 +60,7 @@ class BaselineResult(Strict):
     run_id: str
     release: ReleaseRun | None = None  # set on a release-triggered run
     run_tree: RunTree | None = None  # a tree target: the run's worktree, served at its base commit
+    profile: ProfileResult | None = None  # taken on the baseline's server after its measured rounds
 
 
 class RooflineResult(Strict):
@@ -89,37 +119,13 @@ class StackResult(Strict):
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on the new release
     tree_commit: str | None = None  # a tree target: the commit the stack was validated from
     patches: list[str] = []  # the kept source patches' names, in order
+    run_id: str | None = None  # the run that validated it
+    # The concurrency sweep, measured on the validation's last base/stack pair after their
+    # rounds: the ladder and its rows (None when nothing was validated or the sweep failed).
+    sweep_ladder: list[int] | None = None
+    sweep_rows: list[dict] | None = None
 
 
 class SweepResult(Strict):
     rows: list[dict]
     plots: list[str]
-
-
-class ProfileResult(Strict):
-    """Where the time goes in the running configuration, from the engine's own profiler.
-
-    `taken` False with its `reason` when no profile could be taken (never a failure).
-    `profiled_tok_s` is the profiled round's throughput in the engine's time, profiler
-    overhead included: a sanity number, never evidence for a decision.
-    """
-    engine: str
-    taken: bool
-    reason: str | None = None
-    summary: ProfileSummary | None = None
-    trace_path: str | None = None  # the reduced trace, in the run folder
-    argv: list[str] = []
-    profiled_tok_s: float | None = None
-    simulated: bool = False  # the sim's model, in simulated time
-
-    def evidence(self) -> dict | None:
-        """What the proposer is shown: the shares and the top ops, rounded."""
-        if self.summary is None:
-            return None
-        s = self.summary
-        return {"source": "sim performance model" if self.simulated else f"{self.engine} torch profiler",
-                "of": "the baseline's configuration, one short round",
-                "time_base": s.time_base, "window_ms": round(s.window_ms, 1),
-                "shares_pct": {k: round(v, 2) for k, v in s.shares_pct.items()},
-                "top_ops": [{"op": o.name, "category": o.category, "calls": o.calls, "self_ms": round(o.self_ms, 2),
-                             "share_pct": round(o.share_pct, 2)} for o in s.top_ops]}

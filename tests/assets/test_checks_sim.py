@@ -213,7 +213,8 @@ def test_validated_gain_warns_when_its_interval_includes_zero(run, monkeypatch) 
     # validation is replaced, the check sees only the rule's numbers).
     import hyperloom_assets.assets.optimization_stack as stack_module
 
-    monkeypatch.setattr(stack_module, "validate_stack", lambda *args, **kwargs: ([[1.0]], [[1.0]], []))
+    monkeypatch.setattr(stack_module, "validate_stack",
+                        lambda *args, **kwargs: stack_module.Validation(base=[[1.0]], top=[[1.0]]))
     monkeypatch.setattr(stack_module, "validated_gain", lambda *args: (1.0, -2.0, 4.0))
     check = run.rerun("optimization_stack")["validated_gain_interval_excludes_zero"]
     assert not check.passed and check.severity == WARN and "includes zero" in check.description

@@ -89,6 +89,22 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
     assert kinds.count("baseline") == 1 and kinds.count("validation") == 4
     assert read_pidfiles(Path(host.state_path()) / "pids") == [], "every server is torn down"
 
+    # Launches: the profile rode on the baseline's server and the sweep on the validation's last pair.
+    by_step = report["launches_by_step"]
+    assert by_step["baseline"] == 1 and by_step["validate"] == 4
+    assert set(by_step) <= {"baseline", "trial", "best_relaunch", "validate", "accuracy"}
+    assert report["launches"] == sum(by_step.values())
+    measured = len({row["log_path"] for row in stored})  # the accuracy gate's launches store no measurement
+    assert report["launches"] - by_step.get("accuracy", 0) == measured
+    assert f"Server launches in this run: {report['launches']} (" in text
+    assert instance.get_run_by_id(result.run_id).tags["hyperloom/launches"] == str(report["launches"])
+    assert Path(profiled["trace"]).parent.parent.name == "baseline", "the profile's trace is the baseline server's"
+    sweep = materialization(instance, "concurrency_sweep", "sim-capped")
+    assert sweep["measured_on"] == "the validation's last base/stack pair"
+    last_pair = {row["log_path"] for row in stored if row["kind"] == "validation"
+                 and Path(row["log_path"]).parent.name.startswith("validate-2-")}
+    assert {row["log_path"] for row in stored if row["kind"] == "sweep"} == last_pair
+
 
 def test_re_execution_measures_no_trial_twice(tmp_path, host, store, instance) -> None:
     write_target(tmp_path / "targets", "sim-capped", CAPPED, max_trials=2)

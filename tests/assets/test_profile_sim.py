@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import dagster as dg
@@ -101,3 +102,51 @@ def test_a_profile_that_cannot_be_taken_is_a_reason_not_a_failure(tmp_path, host
     assert not result.taken and result.summary is None
     assert "/stop_profile answered 500" in result.reason
     assert read_pidfiles(Path(host.state_path()) / "pids") == [], "the profiled server is torn down"
+
+
+def launch_steps(host) -> list[str]:
+    """Each launch's step folder, from the teardown record every launch leaves."""
+    return sorted(p.parent.name for p in (Path(host.state_path()) / "runs").rglob("teardown.json"))
+
+
+def test_the_profile_rides_on_the_baseline_server(tmp_path, host, store, instance) -> None:
+    profile = materialize_profile(tmp_path, host, store, instance)
+    assert profile.taken, profile.reason
+    assert launch_steps(host) == ["baseline"], "one launch: the profile costs none of its own"
+    baseline = materialization(instance, "baseline", "sim")
+    assert profile.argv and shlex.join(profile.argv) == baseline["argv"]
+    assert Path(profile.trace_path).parent.parent.name == "baseline"
+    assert (Path(profile.trace_path).parent.parent / "profile").is_dir(), "the profiled round's records apart"
+
+
+def test_a_run_that_does_not_profile_leaves_the_profiler_off_and_a_later_profile_launches_its_own(
+        tmp_path, host, store, instance) -> None:
+    write_target(tmp_path / "targets", "sim", CAPPED, repeats=1)
+    defs = build_defs(tmp_path / "targets", host=host, store=store)
+    assert defs.resolve_job_def("baseline_job").execute_in_process(partition_key="sim", instance=instance).success
+    assert "--profile-dir" not in materialization(instance, "baseline", "sim")["argv"]
+    only = dg.define_asset_job("profile_only", selection=["profile"], executor_def=dg.in_process_executor)
+    defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[only]))
+    result = defs.resolve_job_def("profile_only").execute_in_process(partition_key="sim", instance=instance)
+    assert result.asset_value("profile").taken
+    assert launch_steps(host) == ["baseline", "profile"]
+
+
+def test_an_engine_that_refuses_the_profilers_flags_is_measured_again_without_them(
+        tmp_path, host, store, instance, monkeypatch) -> None:
+    """A release without the profiler's flag: the baseline is still measured, and says why there is no profile."""
+    from hyperloom_assets.core.engines import registry
+    from hyperloom_assets.core.engines.spec import Profiler
+
+    engines = dict(registry.known_engines())
+    unknown = Profiler(server_args=lambda folder: ["--profiler-of-another-release", folder])
+    engines["sim"] = engines["sim"].model_copy(update={"profiler": unknown})
+    monkeypatch.setattr(registry, "known_engines", lambda: engines)
+    profile = materialize_profile(tmp_path, host, store, instance)
+    assert not profile.taken and "refused the profiler's flags" in profile.reason
+    assert "--profiler-of-another-release" in profile.reason
+    baseline = materialization(instance, "baseline", "sim")
+    assert baseline["output_throughput"] > 0 and "--profiler-of-another-release" not in baseline["argv"]
+    assert launch_steps(host) == ["baseline", "baseline-unprofiled"]
+    attempts = store.baseline_attempts("sim")
+    assert [row["outcome"] for row in attempts] == ["ok"], "the refusal is not a failed attempt of the config"

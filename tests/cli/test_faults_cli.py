@@ -63,7 +63,7 @@ def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes
 
 
 @pytest.mark.stop_reason("cancelled", case="sigint")
-def test_ctrl_c_while_profiling_tears_the_profiled_server_down_and_records_cancelled(tmp_path, home) -> None:
+def test_ctrl_c_while_profiling_tears_the_baseline_server_down_and_records_cancelled(tmp_path, home) -> None:
     targets = write_targets(tmp_path / "targets")
     log = tmp_path / "run.log"
     process = start("optimize_job", home, targets, log)
@@ -71,7 +71,7 @@ def test_ctrl_c_while_profiling_tears_the_profiled_server_down_and_records_cance
                                     lambda: process.send_signal(signal.SIGINT))
     assert torn_down_s < 20, f"the profiled server outlived the SIGINT by {torn_down_s:.1f} s"
     assert process.returncode != 0
-    assert "stop reason: cancelled: terminated during profile" in log.read_text()
+    assert "stop reason: cancelled: terminated during baseline" in log.read_text()
     assert [row["stop_reason"] for row in store_of(home).stops("sim")] == ["cancelled"]
     assert read_pidfiles(home / "hyperloom" / "pids") == []
 

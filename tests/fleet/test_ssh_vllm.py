@@ -1,10 +1,14 @@
 """Real vLLM CPU through an SSH host (a real sshd on loopback): a whole optimize run, the
-benchmark client on the host, vLLM's own telemetry in the trials table, and nothing left
+benchmark client on the host, vLLM's own telemetry in the trials table, a real validated
+gain that vLLM's own client confirms on the same validation servers, and nothing left
 behind there."""
 
 from __future__ import annotations
 
+import statistics
+import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -12,7 +16,10 @@ import psutil
 import pytest
 import yaml
 
+from benchmarks.support.peer_results import read_vllm_result
+from benchmarks.support.peers import vllm_bench_serve_argv
 from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.resources.hosts.ssh import SshHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.leases import HostLeases
 
@@ -34,7 +41,50 @@ def _assert_vllms_telemetry_reached_the_tables(trials: dict, baseline: dict) -> 
     assert baseline["telemetry"].value["engine"] == "vllm"
 
 
-def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_path, tiny_model, host, store) -> None:
+CONCURRENCY, ISL, OSL = 8, 64, 32
+# vLLM's client on each validation server after our rounds, the same launches: a first pass
+# warms it (vLLM CPU without --enforce-eager compiles each batch shape on first use), the
+# median of the rest counts.
+PEER_PASSES = 3
+
+
+def _assert_vllms_client_confirms_the_validated_gain(stack: dict, peer: dict[str, float]) -> None:
+    """A real validated gain, and vLLM's own client sees it on the same servers."""
+    ours, low = stack["validated_gain_pct"].value, stack["validated_gain_ci_low"].value
+    assert ours > 0 and low > 0, f"a validated gain whose interval excludes zero: {ours:+.1f}% (low {low:+.1f}%)"
+    assert len(peer) == 4, peer
+    sides = {side: statistics.fmean(v for step, v in peer.items() if step.endswith(f"-{side}"))
+             for side in ("base", "stack")}
+    peers = 100 * (sides["stack"] / sides["base"] - 1)
+    print(f"validated gain {ours:+.1f}% [{low:+.1f}%, ...], vLLM's client {peers:+.1f}% on the same servers "
+          f"({sides['base']:.1f} -> {sides['stack']:.1f} tok/s)")
+    assert peers > 0, "the same sign"
+    assert 0.5 * ours <= peers <= 2.0 * ours, "a similar size"
+
+
+def cross_checked(serve, model: Path, folder: Path, peer: dict[str, float]):
+    """SshHost.serve, with `vllm bench serve` run against every validation server before its teardown."""
+    @contextmanager
+    def serve_then_cross_check(self, spec, run_dir, label=None):
+        with serve(self, spec, run_dir, label) as launch:
+            yield launch
+            step = Path(run_dir).name
+            if step.startswith("validate-"):
+                passes = []
+                for index in range(PEER_PASSES):
+                    name = f"{step}-{index}.json"
+                    argv = vllm_bench_serve_argv(launch.base_url, launch.served_model, model, ISL, OSL,
+                                                 num_prompts=4 * CONCURRENCY, concurrency=CONCURRENCY,
+                                                 result_dir=folder, result_filename=name, warmups=2 * CONCURRENCY)
+                    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+                    assert done.returncode == 0, done.stderr[-3000:]
+                    passes.append(read_vllm_result(folder / name).output_throughput)
+                peer[step] = statistics.median(passes[1:])
+    return serve_then_cross_check
+
+
+def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_path, tiny_model, host, store,
+                                                                     monkeypatch) -> None:
     workdir = tmp_path / "remote"
     (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"gpu-ssh": sshd.host_entry(workdir, sys.executable)}))
     targets = tmp_path / "targets"
@@ -42,8 +92,11 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     (targets / "tiny-ssh.yaml").write_text(yaml.safe_dump({
         "engine": "vllm", "model": str(tiny_model), "host": "gpu-ssh", "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
         "server_args": ["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"],
-        "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 8, "num_prompts": 16},
-        "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "sweep_concurrencies": [8]}))
+        "workload": {"kind": "random", "isl": ISL, "osl": OSL, "concurrency": CONCURRENCY, "num_prompts": 16},
+        "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "sweep_concurrencies": [CONCURRENCY]}))
+    peer: dict[str, float] = {}
+    (tmp_path / "peer").mkdir()
+    monkeypatch.setattr(SshHost, "serve", cross_checked(SshHost.serve, tiny_model, tmp_path / "peer", peer))
     defs = build_defs(targets, host=host, store=store)
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="tiny-ssh", instance=instance,
@@ -52,6 +105,8 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
                                 if e.event_type_value == "STEP_FAILURE"]
         trials = instance.fetch_materializations(dg.AssetKey("trials"), limit=1).records[0]
         base = instance.fetch_materializations(dg.AssetKey("baseline"), limit=1).records[0]
+        stack = instance.fetch_materializations(dg.AssetKey("optimization_stack"), limit=1).records[0]
+        report = instance.fetch_materializations(dg.AssetKey("final_report"), limit=1).records[0]
     _assert_vllms_telemetry_reached_the_tables(trials.asset_materialization.metadata,
                                                base.asset_materialization.metadata)
     baseline = store.measurements("tiny-ssh", "baseline")[0]
@@ -60,7 +115,10 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     run_dir = Path(baseline["log_path"]).parent
     assert "non-default args" in (run_dir / "server.log").read_text() and list(run_dir.glob("*.jsonl"))
     kinds = {row["kind"] for row in store.measurements("tiny-ssh")}
-    assert {"baseline", "trial", "sweep"} <= kinds, kinds
+    assert {"baseline", "trial", "validation", "sweep"} <= kinds, kinds
+    _assert_vllms_client_confirms_the_validated_gain(stack.asset_materialization.metadata, peer)
+    by_step = report.asset_materialization.metadata["launches_by_step"].value
+    assert "profile" not in by_step and "sweep" not in by_step and by_step["validate"] == 4, by_step
     assert read_pidfiles(workdir / "pids") == [], "no pidfile left on the host"
     assert not any((workdir / "runs").iterdir()), "no run files left on the host"
     assert vllm_servers(tiny_model) == [], "no server left running on the host"

@@ -153,3 +153,19 @@ def test_every_env_knob_of_a_grid_carries_its_engines_prefix():
         names |= {k for k in grid.ablation_rules if not k.startswith("-")}
         prefixes = engine_for(engine).env_prefixes
         assert prefixes and all(name.startswith(prefixes) for name in names), (engine, names)
+
+
+def test_the_final_command_leaves_out_the_profiler_the_baseline_carried_unless_the_operator_set_it() -> None:
+    """With no keeper the final command is the baseline's launch, which carried our profiler."""
+    from hyperloom_assets.core.config.targets import Target
+    from hyperloom_assets.core.engines.vllm import profiler_args
+    from hyperloom_assets.core.planning.stack import final_command
+
+    ours = profiler_args("/tmp/trace")
+    launched = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "--max-num-seqs", "4", *ours]
+    target = Target.model_validate({"engine": "vllm", "model": "m", "server_args": ["--max-num-seqs", "4"],
+                                    "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}})
+    assert "--profiler-config" not in final_command(target, launched)
+    assert final_command(target, launched)[-2:] == ["--max-num-seqs", "4"]
+    operators = target.model_copy(update={"server_args": ["--max-num-seqs", "4", *ours]})
+    assert "--profiler-config" in final_command(operators, launched), "the operator's own profiler flag stays"

@@ -145,6 +145,10 @@ class Profiler(Frozen):
     trace_glob: str = "**/*.pt.trace.json*"
     stop_timeout_s: float = 300.0  # writing a trace takes a while on a busy host
 
+    def flags(self) -> frozenset[str]:
+        """The flags `server_args` adds: the harness's, never part of a config (invariant 3)."""
+        return frozenset(token for token in self.server_args("") if token.startswith("--"))
+
 
 class EngineSpec(Frozen):
     name: str

@@ -26,8 +26,13 @@ def stack_spec(target: Target, keepers: list[Variant], base: ServerSpec | None =
 
 
 def final_command(target: Target, launched: list[str]) -> list[str]:
-    """The launched command without the harness's own tuning flags (the sim's --gpu, ...).
+    """The launched command without the harness's own flags (the sim's --gpu, the profiler's).
 
-    The launcher's --model/--port/--host stay, so the command still names what it serves.
+    The launcher's --model/--port/--host stay, so the command still names what it serves;
+    a profiler flag the operator set stays too.
     """
-    return strip_flags(launched, harness_flags_for(target.engine) - engine_for(target.engine).launcher_flags())
+    engine = engine_for(target.engine)
+    ours = harness_flags_for(target.engine) - engine.launcher_flags()
+    if engine.profiler is not None:  # the baseline's launch carries it (resources/profiling.py)
+        ours |= engine.profiler.flags() - set(target.server_args)
+    return strip_flags(launched, ours)

@@ -60,6 +60,7 @@ class ReportInputs(Strict):
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
     source_tree: SourceTree | None = None
     profile: ProfileResult | None = None  # where the baseline's time goes
+    launches: dict[str, int] = {}  # this run's server launches, by step kind
 
 
 def throughput_headline(baseline_tok_s: float, final_tok_s: float) -> str:
@@ -80,7 +81,17 @@ def _headline(r: ReportInputs) -> list[str]:
             f"Stop reason: `{r.stop_reason}` ({describe_stop_reason(r.stop_reason)}).", "",
             f"Every gain is relative to the baseline of run `{r.baseline_run_id}`: "
             f"{r.baseline.output_throughput:,.1f} tok/s [{r.baseline.output_throughput_ci_low:,.1f}, "
-            f"{r.baseline.output_throughput_ci_high:,.1f}] over {len(r.baseline.repeats)} repeats.", ""]
+            f"{r.baseline.output_throughput_ci_high:,.1f}] over {len(r.baseline.repeats)} repeats.", ""] + _launches(r)
+
+
+def launches_text(launches: dict[str, int]) -> str:
+    total = sum(launches.values())
+    by_step = ", ".join(f"{kind} {count}" for kind, count in launches.items())
+    return f"Server launches in this run: {total}" + (f" ({by_step})" if by_step else "")
+
+
+def _launches(r: ReportInputs) -> list[str]:
+    return [launches_text(r.launches) + ".", ""]
 
 
 def _roofline(r: ReportInputs) -> list[str]:

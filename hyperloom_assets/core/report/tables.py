@@ -146,6 +146,14 @@ SWEEP_COLUMNS = columns_of(
 )
 
 
+def sweep_rows(config: str, results) -> list[dict[str, Any]]:
+    """A config's (concurrency, Measurement) pairs as the sweep's rows."""
+    return [{"config": config, "concurrency": rung, "output_throughput": m.output_throughput,
+             "request_throughput": m.request_throughput, "tpot_p50_ms": m.tpot_p50_ms,
+             "interactivity": m.interactivity, "ttft_p50_ms": m.ttft_p50_ms, "completed": m.completed}
+            for rung, m in results]
+
+
 def sweep_table(rows: list[dict[str, Any]]) -> Table:
     return Table(columns=SWEEP_COLUMNS, rows=[dict(
         config=row["config"], concurrency=int(row["concurrency"]),
