@@ -4,7 +4,8 @@ The climb says what helped on the way; the stack is validated against the baseli
 fresh servers, interleaved (base, stack, base, stack), so the headline gain has its own
 interval that the climb's selection cannot inflate. The last pair's servers, once their
 validation rounds are done, also climb the concurrency ladder, so `concurrency_sweep`
-needs no launch of its own in the run that validated.
+needs no launch of its own in the run that validated. The same keepers already validated
+in the same context are replayed from the store, as trials are, with no launch at all.
 """
 
 import shlex
@@ -100,6 +101,26 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
     return done
 
 
+def replayed_validation(store, name: str, baseline: BaselineResult, accepted: AcceptedPatches,
+                        ladder: list[int]) -> tuple[Validation, str] | None:
+    """The same keepers validated before in the same context (invariant 1): (its launches, its run).
+
+    A run that replays its whole climb from the ledger would otherwise launch the four
+    validation servers again to measure what the store already holds.
+    """
+    stored = store.latest_stack(name)
+    if stored is None or stored["context_key"] != baseline.context_key:
+        return None
+    result = stored["result"]
+    same = stored["keepers"] == [k.model_dump(mode="json") for k in accepted.keepers]
+    if not (same and result.get("validated") and result.get("tree_commit") == accepted.tree_commit):
+        return None
+    rows = result.get("sweep_rows") if result.get("sweep_ladder") == ladder else None
+    validation = Validation(base=result["base_launches"], top=result["stack_launches"], top_argv=result["launch_argv"],
+                            sweep_rows=rows)
+    return validation, result.get("validated_in_run") or stored["run_id"]
+
+
 def release_check(context, target, host, bench, store, baseline: BaselineResult,
                   others: list[Launches]) -> ReleaseCheck | None:
     """On a release run: does the stack validated before still hold on the new release?"""
@@ -117,7 +138,7 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
 
 
 def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepted: AcceptedPatches,
-                 validation: Validation, run_id: str, ladder: list[int]) -> StackResult:
+                 validation: Validation, run_id: str, ladder: list[int], validated_in_run: str | None) -> StackResult:
     keepers = accepted.keepers
     base, top, top_argv = validation.base, validation.top, validation.top_argv
     stack = composition(target, keepers)
@@ -135,6 +156,7 @@ def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepte
                        validated_gain_pct=gain, validated_gain_ci_low=low, validated_gain_ci_high=high,
                        stop_reason=trials.climb.stop_reason, tree_commit=accepted.tree_commit,
                        patches=[p.name for p in accepted.patches], run_id=run_id,
+                       validated_in_run=validated_in_run if validated else None,
                        sweep_ladder=ladder if validation.sweep_rows is not None else None,
                        sweep_rows=validation.sweep_rows)
 
@@ -149,13 +171,19 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
                            ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
-        validation = Validation()
+        validation, validated_in = Validation(), context.run.run_id
         ladder = target.sweep_ladder()
+        replay = replayed_validation(store, context.partition_key, baseline, accepted_patches, ladder)
         with recorded_stops(context, store, "optimization_stack"):
-            if accepted_patches.keepers:
+            if replay is not None:
+                validation, validated_in = replay
+                context.log.info("validation replayed from the ledger: these keepers were validated in this "
+                                 "context by run %s", validated_in)
+            elif accepted_patches.keepers:
                 validation = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
                                             tree_commit=accepted_patches.tree_commit, sweep_ladder=ladder)
-            result = stack_result(target, baseline, trials, accepted_patches, validation, context.run.run_id, ladder)
+            result = stack_result(target, baseline, trials, accepted_patches, validation, context.run.run_id, ladder,
+                                  validated_in)
             result.release_check = release_check(context, target, host, bench, store, baseline,
                                                  list(trials.climb.evidence.values()))
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
@@ -171,6 +199,7 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "conflicts": dg.MetadataValue.json(result.conflicts),
             "tree_commit": dg.MetadataValue.text(result.tree_commit or "none (no framework_tree)"),
             "patches": dg.MetadataValue.json(result.patches),
+            "validated_in_run": dg.MetadataValue.text(result.validated_in_run or "none (nothing to validate)"),
         })
         yield validated_gain_interval_excludes_zero(result)
 

@@ -119,7 +119,8 @@ class StackResult(Strict):
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on the new release
     tree_commit: str | None = None  # a tree target: the commit the stack was validated from
     patches: list[str] = []  # the kept source patches' names, in order
-    run_id: str | None = None  # the run that validated it
+    run_id: str | None = None  # the run that materialized it
+    validated_in_run: str | None = None  # the run whose launches validated it (an earlier one when replayed)
     # The concurrency sweep, measured on the validation's last base/stack pair after their
     # rounds: the ladder and its rows (None when nothing was validated or the sweep failed).
     sweep_ladder: list[int] | None = None

@@ -122,3 +122,24 @@ def test_re_execution_measures_no_trial_twice(tmp_path, host, store, instance) -
     relaunches = [row for row in store.measurements("sim-capped") if row["kind"] == "best_relaunch"]
     assert len(relaunches) == sum(len(row["record"]["best_launches"]) + row["record"]["rebenches"] for row in ledger), \
         "the running best's relaunches and each keeper's rebench: nothing measured twice"
+
+
+def test_a_second_run_in_the_same_context_launches_only_its_baseline(tmp_path, host, store, instance) -> None:
+    """Its trials and its validation, and the sweep measured with it, are replayed from the store."""
+    write_target(tmp_path / "targets", "sim-capped", CAPPED, max_trials=2)
+    defs = build_defs(tmp_path / "targets", host=host, store=store)
+    first = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim-capped", instance=instance)
+    before = materialization(instance, "optimization_stack", "sim-capped")
+    assert before["validated"] and before["validated_in_run"] == first.run_id
+    assert materialization(instance, "final_report", "sim-capped")["launches_by_step"]["validate"] == 4
+
+    again = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim-capped", instance=instance)
+    report = materialization(instance, "final_report", "sim-capped")
+    assert report["launches_by_step"] == {"baseline": 1}, "the baseline is the new run's anchor; the rest is replayed"
+    after = materialization(instance, "optimization_stack", "sim-capped")
+    assert after["validated_in_run"] == first.run_id
+    assert after["validated_gain_pct"] == before["validated_gain_pct"]
+    assert materialization(instance, "concurrency_sweep", "sim-capped")["measured_on"] == \
+        "the validation's last base/stack pair"
+    assert again.success and not [row for row in store.measurements("sim-capped")
+                                  if row["run_id"] == again.run_id and row["kind"] != "baseline"]
