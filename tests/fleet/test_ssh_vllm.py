@@ -48,7 +48,7 @@ CONCURRENCY, ISL, OSL = 8, 64, 32
 PEER_PASSES = 3
 
 
-def _assert_vllms_client_confirms_the_validated_gain(stack: dict, peer: dict[str, float]) -> None:
+def _assert_vllms_client_confirms_the_validated_gain(stack: dict, peer: dict[str, float], record_property) -> None:
     """A real validated gain, and vLLM's own client sees it on the same servers."""
     ours, low = stack["validated_gain_pct"].value, stack["validated_gain_ci_low"].value
     assert ours > 0 and low > 0, f"a validated gain whose interval excludes zero: {ours:+.1f}% (low {low:+.1f}%)"
@@ -56,10 +56,12 @@ def _assert_vllms_client_confirms_the_validated_gain(stack: dict, peer: dict[str
     sides = {side: statistics.fmean(v for step, v in peer.items() if step.endswith(f"-{side}"))
              for side in ("base", "stack")}
     peers = 100 * (sides["stack"] / sides["base"] - 1)
-    print(f"validated gain {ours:+.1f}% [{low:+.1f}%, ...], vLLM's client {peers:+.1f}% on the same servers "
-          f"({sides['base']:.1f} -> {sides['stack']:.1f} tok/s)")
-    assert peers > 0, "the same sign"
-    assert 0.5 * ours <= peers <= 2.0 * ours, "a similar size"
+    said = (f"validated gain {ours:+.1f}% (low {low:+.1f}%), vLLM's client {peers:+.1f}% on the same servers "
+            f"({sides['base']:.1f} -> {sides['stack']:.1f} tok/s)")
+    print(said)
+    record_property("cross_check", said)
+    assert peers > 0, f"the same sign: {said}"
+    assert 0.5 * ours <= peers <= 2.0 * ours, f"a similar size: {said}"
 
 
 def cross_checked(serve, model: Path, folder: Path, peer: dict[str, float]):
@@ -84,7 +86,7 @@ def cross_checked(serve, model: Path, folder: Path, peer: dict[str, float]):
 
 
 def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_path, tiny_model, host, store,
-                                                                     monkeypatch) -> None:
+                                                                     monkeypatch, record_property) -> None:
     workdir = tmp_path / "remote"
     (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"gpu-ssh": sshd.host_entry(workdir, sys.executable)}))
     targets = tmp_path / "targets"
@@ -116,7 +118,7 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     assert "non-default args" in (run_dir / "server.log").read_text() and list(run_dir.glob("*.jsonl"))
     kinds = {row["kind"] for row in store.measurements("tiny-ssh")}
     assert {"baseline", "trial", "validation", "sweep"} <= kinds, kinds
-    _assert_vllms_client_confirms_the_validated_gain(stack.asset_materialization.metadata, peer)
+    _assert_vllms_client_confirms_the_validated_gain(stack.asset_materialization.metadata, peer, record_property)
     by_step = report.asset_materialization.metadata["launches_by_step"].value
     assert "profile" not in by_step and "sweep" not in by_step and by_step["validate"] == 4, by_step
     assert read_pidfiles(workdir / "pids") == [], "no pidfile left on the host"

@@ -21,9 +21,25 @@ def test_vllm_record_absent_is_unknown():
 
 
 def test_vllm_record_with_a_non_literal_value_is_unknown_not_partial():
-    line = ("(APIServer pid=1) INFO [utils.py:1] non-default args: {'enable_prefix_caching': False, "
-            "'compilation_config': CompilationConfig(level=3)}")
-    assert parse_vllm_non_default_args(line) is None
+    for value in ("<function f at 0x7f>", "CompilationConfig(3)", "make(**kw)", "open('f')"):
+        line = ("(APIServer pid=1) INFO [utils.py:1] non-default args: {'enable_prefix_caching': False, "
+                f"'compilation_config': {value}}}")
+        assert parse_vllm_non_default_args(line) is None, value
+
+
+def test_vllm_record_reads_a_config_objects_repr_as_its_fields():
+    """Once the profiler is configured vLLM 0.32 logs its ProfilerConfig's repr inside the record
+    (seen on the baseline's server); the record must stay readable for invariant 6."""
+    line = ("(APIServer pid=27402) INFO 12-04 19:42:57 [api_utils.py:286] non-default args: {'host': '127.0.0.1', "
+            "'max_num_seqs': 2, 'profiler_config': ProfilerConfig(profiler='torch', torch_profiler_dir='/t/trace', "
+            "torch_profiler_activities=None, torch_profiler_with_stack=False, active_iterations=5), "
+            "'compilation_config': CompilationConfig(level=3, sizes=(1, 2))}")
+    record = parse_vllm_non_default_args(line)
+    assert record["max_num_seqs"] == 2
+    assert record["profiler_config"] == {"profiler": "torch", "torch_profiler_dir": "/t/trace",
+                                         "torch_profiler_activities": None, "torch_profiler_with_stack": False,
+                                         "active_iterations": 5}
+    assert record["compilation_config"] == {"level": 3, "sizes": [1, 2]}
 
 
 def test_vllm_record_cut_off_is_unknown():

@@ -5,10 +5,12 @@ vLLM logs the arguments that differ from its defaults as a Python dict literal
 since its resolved records (`logger.info(f"server_args={...resolved_dict()}")` in
 0.5.23's engine launcher), as the dataclass repr before
 (`server_args=ServerArgs(...)`, from `logger.info(f"{server_args=}")`). All are read
-with `ast`, never `eval`. A record that is absent, cut off or
-holds a value that is not a literal gives None: "unknown", which invariant 6 leaves
-alone; a partial record would be a guess (a dropped `enable_prefix_caching: False`
-reads as "cache on").
+with `ast`, never `eval`. A config object inside a record is logged as its dataclass
+repr (vLLM: `'profiler_config': ProfilerConfig(profiler='torch', ...)` once a profiler
+is configured) and is read as the dict of its fields. A record that is absent, cut off
+or holds a value that is neither a literal nor such a repr gives None: "unknown", which
+invariant 6 leaves alone; a partial record would be a guess (a dropped
+`enable_prefix_caching: False` reads as "cache on").
 """
 
 from __future__ import annotations
@@ -56,12 +58,26 @@ def _last_line_with(log_text: str, marker: str) -> str | None:
     return found
 
 
+def _value(node: ast.AST) -> Any:
+    """A literal, or a dataclass repr `Name(field=literal, ...)` as the dict of its fields."""
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and not node.args:
+        if any(keyword.arg is None for keyword in node.keywords):
+            raise ValueError("** in a repr")
+        return {keyword.arg: _value(keyword.value) for keyword in node.keywords}
+    if isinstance(node, ast.Dict):
+        if any(key is None for key in node.keys):
+            raise ValueError("** in a dict")
+        return {_json_key(_value(key)): _value(item) for key, item in zip(node.keys, node.values)}
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return _json_able([_value(item) for item in node.elts])
+    return _json_able(ast.literal_eval(node))
+
+
 def _dict_literal(literal: str | None) -> dict[str, Any] | None:
     if literal is None:
         return None
     try:
-        value = ast.literal_eval(literal.strip())
-        parsed = _json_able(value)
+        parsed = _value(ast.parse(literal.strip(), mode="eval").body)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None
@@ -89,7 +105,7 @@ def parse_sglang_server_args(log_text: str) -> dict[str, Any] | None:
         if keyword.arg is None:
             return None
         try:
-            fields[keyword.arg] = _json_able(ast.literal_eval(keyword.value))
+            fields[keyword.arg] = _value(keyword.value)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
     return fields
