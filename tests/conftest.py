@@ -16,9 +16,11 @@ import pytest
 import yaml
 
 from hyperloom_assets.cli.instance_config import write_instance_config
+from hyperloom_assets.core.decisions.history import launch_noise_key
 from hyperloom_assets.core.decisions.stop_reasons import matches_case
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
+from hyperloom_assets.resources.releases.identity import framework_identity
 from hyperloom_assets.resources.store.results import ResultStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +48,16 @@ def host(tmp_path) -> LocalHost:
     for path, record in read_pidfiles(state / "pids"):
         terminate_group(record.pgid, term_wait_s=5.0)
         path.unlink(missing_ok=True)
+
+
+def earlier_launch_noise(store: ResultStore, target: str, host: str, engine: str, model: Path,
+                         tree: Path | None = None) -> None:
+    """Launch noise as earlier runs of this engine and model on this host leave it (a launch
+    CV about 8%, vLLM CPU's on these 2 cores), so a first look can decide: a real-engine test
+    whose point is not the climb's second look saves a pair of launches per decisive trial."""
+    key = launch_noise_key(host, engine, framework_identity(engine, tree), str(model))
+    store.record_launch_noise(noise_key=key, target=target, run_id="earlier",
+                              launch_means={f"config-{i}": [100.0, 108.0, 93.0] for i in range(5)})
 
 
 def write_tiny_target(folder: Path, model: Path, **changes) -> Path:

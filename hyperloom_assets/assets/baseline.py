@@ -181,8 +181,12 @@ def profiler_refusal(profile: ServerProfile | None, exc: ServerError) -> str | N
     return next((line for line in complaints if any(flag in line for flag in profile.profiler.flags())), None)
 
 
-def profile_in_run(context) -> bool:
-    """Does this run materialize `profile`? Only then does the baseline's server carry the profiler."""
+def profile_rides_on_baseline(context, engine: str) -> bool:
+    """Does the baseline's server carry the profiler? When this run materializes `profile` and the
+    engine's idle profiler is shown to leave the measured rounds alone (Profiler.free_when_idle)."""
+    profiler = engine_for(engine).profiler
+    if profiler is None or not profiler.free_when_idle:
+        return False
     selected = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
     return PROFILE in selected
 
@@ -191,14 +195,15 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
                      store: ResultStore, attempt: str, key: str):
     """Measure the baseline, retrying a failed attempt on a fresh server until guards say stop.
 
-    In a run that profiles, the server carries the engine's profiler, idle through the
-    measured rounds and profiled after them, so the profile costs no launch of its own.
+    In a run that profiles, on an engine whose idle profiler is shown free, the server carries
+    the profiler, idle through the measured rounds and profiled after them, so the profile
+    costs no launch of its own.
     Returns the measurement and the profile (None when the run does not profile); an engine
     that refuses the profiler's flags is measured again without them.
     """
     name, run_id = context.partition_key, context.run.run_id
     failures = 0
-    profiling, refused = profile_in_run(context), None
+    profiling, refused = profile_rides_on_baseline(context, spec.engine), None
     while True:
         step = "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}"
         folder = step_dir(host, name, run_id, step + ("-unprofiled" if refused else ""))

@@ -1,10 +1,11 @@
 """The `profile` asset: where the running configuration's time goes, by the engine's own profiler.
 
-The baseline's own server carries the profiler and is profiled for one short round after
-its measured rounds (assets/baseline.py, resources/profiling.py); this asset shows that
-trace, reduced to top ops by self time and the shares of attention, GEMM, sampling and
-overhead. Only a baseline stored without a profile (by an older hyperloom) costs a launch
-of its own here. The tables and the trace file are kept; the proposer and the report read
+Where the engine's idle profiler is shown to leave the measured rounds alone
+(`Profiler.free_when_idle`), the baseline's own server carries it and is profiled for one
+short round after its measured rounds (assets/baseline.py, resources/profiling.py);
+otherwise, or for a baseline stored without a profile, the profile is one launch of its
+own here, warmed up first. Either trace is reduced to top ops by self time and the shares
+of attention, GEMM, sampling and overhead. The tables and the trace file are kept; the proposer and the report read
 them. A profile that cannot be taken is a warning: the asset still materializes, saying why.
 """
 
@@ -43,8 +44,9 @@ def profile_metadata(result: ProfileResult) -> dict:
 
 def build_profile_asset(partitions: dg.PartitionsDefinition):
     @dg.asset(partitions_def=partitions, group_name="explore",
-              description="Where the time goes: the baseline's server profiled after its measured rounds, "
-                          "reduced to top ops by self time and the shares of attention, GEMM, sampling and overhead.")
+              description="Where the time goes: the baseline's configuration profiled (on the baseline's server "
+                          "where the engine's idle profiler is shown free, else on a launch of its own), reduced to "
+                          "top ops by self time and the shares of attention, GEMM, sampling and overhead.")
     def profile(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                 store: ResultStore, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[ProfileResult]:
         result = baseline.profile

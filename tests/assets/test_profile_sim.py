@@ -139,7 +139,7 @@ def test_an_engine_that_refuses_the_profilers_flags_is_measured_again_without_th
     from hyperloom_assets.core.engines.spec import Profiler
 
     engines = dict(registry.known_engines())
-    unknown = Profiler(server_args=lambda folder: ["--profiler-of-another-release", folder])
+    unknown = Profiler(server_args=lambda folder: ["--profiler-of-another-release", folder], free_when_idle=True)
     engines["sim"] = engines["sim"].model_copy(update={"profiler": unknown})
     monkeypatch.setattr(registry, "known_engines", lambda: engines)
     profile = materialize_profile(tmp_path, host, store, instance)
@@ -150,3 +150,18 @@ def test_an_engine_that_refuses_the_profilers_flags_is_measured_again_without_th
     assert launch_steps(host) == ["baseline", "baseline-unprofiled"]
     attempts = store.baseline_attempts("sim")
     assert [row["outcome"] for row in attempts] == ["ok"], "the refusal is not a failed attempt of the config"
+
+
+def test_an_engine_whose_idle_profiler_is_not_shown_free_is_profiled_on_a_launch_of_its_own(
+        tmp_path, host, store, instance, monkeypatch) -> None:
+    """The anchor is never measured beside a profiler nobody has shown to be free (vLLM, SGLang, ATOM)."""
+    from hyperloom_assets.core.engines import registry
+
+    engines = dict(registry.known_engines())
+    unshown = engines["sim"].profiler.model_copy(update={"free_when_idle": False})
+    engines["sim"] = engines["sim"].model_copy(update={"profiler": unshown})
+    monkeypatch.setattr(registry, "known_engines", lambda: engines)
+    profile = materialize_profile(tmp_path, host, store, instance)
+    assert profile.taken, profile.reason
+    assert launch_steps(host) == ["baseline", "profile"]
+    assert "--profile-dir" not in materialization(instance, "baseline", "sim")["argv"]

@@ -6,8 +6,10 @@ tried whatever the plan's order) is applied, measured and kept or reverted on it
 merits; a patch that wins on throughput but corrupts outputs is reverted with
 accuracy_drop; accepted_patches, the branch and the report agree; the operator's
 checkout is untouched; and a slowdown committed to the tree lowers the next measured
-baseline. Kept small for CI (9 launches, 5 to 6 minutes on an idle 2-core machine):
-16 prompts of 16 tokens, 2 repeats, the sweep at concurrency 1 only. The worker patch
+baseline. Kept small for CI: 16 prompts of 16 tokens, 2 repeats, the sweep at
+concurrency 1 only, and earlier runs' launch noise in the store so a decisive trial
+decides at its first look (the winner's second look and its best's relaunches are the
+sim's test). The worker patch
 is a loss here (benchmarks/patch_effect.py), so the branch normally stays at the base: a
 kept patch's commit, the stack validated from it and the report's checkout of it are
 the sim's test (tests/assets/test_patches_sim.py), since on vLLM they would cost the
@@ -26,6 +28,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.patches.library import library_patch
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.trees.git import git_out
+from tests.conftest import earlier_launch_noise
 from tests.graph_runs import run_job, trial_observations
 from tests.trees import commit_edit, init_tree, make_patch, operator_state
 
@@ -59,12 +62,13 @@ def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(t
     (targets / "tiny-tree.yaml").write_text(yaml.safe_dump({
         "engine": "vllm", "model": str(tiny_model), "framework_tree": str(tree),
         "server_args": ["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "256"],
-        # The worker patch first: a loss is decided on its first launch, before the winner's five.
+        # The worker patch first: a loss is decided on its first launch, before the winner's.
         "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "patches": [worker.path, str(wrong)],
         "workload": {"kind": "random", "isl": 32, "osl": 16, "concurrency": 16, "num_prompts": 16},
         "repeats": 2, "max_trials": 2, "target_gain_pct": 1000, "sweep_concurrencies": [1]}))
+    earlier_launch_noise(store, "tiny-tree", "local", "vllm", tiny_model, tree)  # each trial decides at its first look
     result, meta = run_job(targets, "tiny-tree", host, store,
-                           ("baseline", "accepted_patches", "optimization_stack", "final_report"))
+                           ("baseline", "trials", "accepted_patches", "optimization_stack", "final_report"))
     trials = trial_observations(result)
     baseline, accepted, report = meta["baseline"], meta["accepted_patches"], meta["final_report"]
 
@@ -77,6 +81,7 @@ def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(t
     assert worker_trial["outcome"] in ("KEEP", "REVERT", "KILLED_OVERTIME") and worker_trial["provenance"] == "operator"
     print(f"cpu-worker-all-cores: {worker_trial['outcome']} ({worker_trial['reason']})")
 
+    assert meta["trials"]["launch_noise_history_dof"] == 10, "earlier runs' launch noise reached the climb"
     kept = worker_trial["outcome"] == "KEEP"
     assert accepted["count"] == int(kept)
     on_branch = git_out(tree, "rev-list", f"{before[0]}..hyperloom/tiny-tree").split()

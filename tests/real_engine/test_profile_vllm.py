@@ -1,44 +1,34 @@
-"""vLLM CPU profiled by its own torch profiler on the baseline's server: the baseline is
-launched with --profiler-config, measured with the profiler idle, then one short round
-runs between /start_profile and /stop_profile and the worker's trace is reduced. One launch."""
+"""vLLM CPU profiled by its own torch profiler: one launch of the tiny Llama with --profiler-config,
+a short round between /start_profile and /stop_profile, the worker's trace reduced."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
-from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.serving import ServerSpec
+from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
-from tests.conftest import write_tiny_target
-from tests.graph_runs import latest_metadata
+from hyperloom_assets.resources.profiling import run_profile
 
 pytestmark = pytest.mark.real_engine
 
-PROFILED = dg.AssetSelection.assets("framework_tree", "server_config", "baseline", "roofline", "profile")
 
-
-def test_vllm_cpu_profiles_its_gemms_attention_and_python_on_the_baseline_server(tmp_path, host, store,
-                                                                                  tiny_model) -> None:
-    targets = write_tiny_target(tmp_path / "targets", tiny_model, repeats=1,
-                                workload={"kind": "random", "isl": 64, "osl": 32, "concurrency": 4, "num_prompts": 16})
-    defs = build_defs(targets, host=host, store=store)
-    job = dg.define_asset_job("profiled", selection=PROFILED, executor_def=dg.in_process_executor)
-    defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
-    with dg.instance_for_test() as instance:
-        run = defs.resolve_job_def("profiled").execute_in_process(partition_key="tiny", instance=instance)
-        assert run.success
-        baseline = latest_metadata(instance, "baseline", "tiny")
-    result = run.asset_value("profile")
+def test_vllm_cpu_profiles_its_gemms_attention_and_python(tmp_path, host, tiny_model) -> None:
+    spec = ServerSpec(engine="vllm", model=tiny_model, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                      server_args=["--max-num-seqs", "4", "--enforce-eager", "--max-model-len", "512"])
+    contract = WorkloadContract(workload=Workload(kind="random", isl=64, osl=32, concurrency=4),
+                                vocab_size=load_shape(tiny_model).vocab, max_model_len=512, num_prompts=16,
+                                warmups=2, repeats=1)
+    result = run_profile(host=host, bench=BenchmarkClient(), spec=spec, contract=contract, run_dir=tmp_path / "profile")
     assert result.taken, result.reason
-    assert "--profiler-config" in result.argv and shlex.join(result.argv) == baseline["argv"], "the baseline's server"
-    runs = Path(host.state_path()) / "runs"
-    assert [p.parent.name for p in runs.rglob("teardown.json")] == ["baseline"], "one launch"
+    assert "--profiler-config" in result.argv
     trace = Path(result.trace_path)
-    assert trace.parent.name == "trace" and trace.parent.parent.name == "baseline"
-    assert trace.name.endswith(".pt.trace.json.gz")
+    assert trace.parent == (tmp_path / "profile" / "trace").resolve() and trace.name.endswith(".pt.trace.json.gz")
     s = result.summary
     assert s.time_base == "host" and s.events > 1000
     categories = {o.name: o.category for o in s.top_ops}
@@ -54,6 +44,6 @@ def test_vllm_cpu_profiles_its_gemms_attention_and_python_on_the_baseline_server
     assert s.shares_pct["gemm"] > 0 and s.shares_pct["sampling"] > 0 and s.shares_pct["overhead"] > 0
     assert sum(s.shares_pct.values()) == pytest.approx(100.0, abs=0.5)
     assert result.profiled_tok_s and result.profiled_tok_s > 0
-    assert read_pidfiles(Path(host.state_path()) / "pids") == [], "the baseline's server is torn down"
+    assert read_pidfiles(Path(host.state_path()) / "pids") == [], "the profiled server is torn down"
     print(f"\nvLLM CPU profile: {s.window_ms:.0f} ms window, "
           + ", ".join(f"{k} {v:.1f}%" for k, v in s.shares_pct.items()) + f"; trace {trace.stat().st_size} bytes")

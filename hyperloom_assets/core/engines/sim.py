@@ -79,5 +79,6 @@ ENGINE = EngineSpec(
     simulated=True,
     cli_parser=CliParser(builder="hyperloom_assets.sim.engine_args:add_engine_args"),
     source_context=("sim/perf_model.py",),
-    profiler=Profiler(server_args=profiler_args, stop_timeout_s=30.0),
+    # Its profiler only records once started (sim/profiler.py); profiler_configured.py: no slowdown.
+    profiler=Profiler(server_args=profiler_args, stop_timeout_s=30.0, free_when_idle=True),
 )

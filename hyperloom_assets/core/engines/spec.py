@@ -144,6 +144,10 @@ class Profiler(Frozen):
     stop_path: str = "/stop_profile"
     trace_glob: str = "**/*.pt.trace.json*"
     stop_timeout_s: float = 300.0  # writing a trace takes a while on a busy host
+    # Configured but idle, it leaves the measured rounds alone, as benchmarks/profiler_configured.py
+    # shows for this engine: then the baseline's own server carries it and the profile costs no
+    # launch. Unshown, the profile takes a launch of its own, so the anchor is never in doubt.
+    free_when_idle: bool = False
 
     def flags(self) -> frozenset[str]:
         """The flags `server_args` adds: the harness's, never part of a config (invariant 3)."""
