@@ -22,7 +22,6 @@ from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.hosts.ssh import SshHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.leases import HostLeases
-from tests.conftest import earlier_launch_noise
 
 pytestmark = pytest.mark.real_engine
 
@@ -104,7 +103,6 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     peer: dict[str, float] = {}
     (tmp_path / "peer").mkdir()
     monkeypatch.setattr(SshHost, "serve", cross_checked(SshHost.serve, tiny_model, tmp_path / "peer", peer))
-    earlier_launch_noise(store, "tiny-ssh", "gpu-ssh", "vllm", tiny_model)  # the trial decides at its first look
     defs = build_defs(targets, host=host, store=store)
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="tiny-ssh", instance=instance,
@@ -122,7 +120,6 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     assert baseline["evidence"]["max_num_seqs"] == 2, "the launch evidence read from the log fetched back"
     run_dir = Path(baseline["log_path"]).parent
     assert "non-default args" in (run_dir / "server.log").read_text() and list(run_dir.glob("*.jsonl"))
-    assert trials.asset_materialization.metadata["launch_noise_history_dof"].value == 10, "earlier runs' noise"
     kinds = {row["kind"] for row in store.measurements("tiny-ssh")}
     assert {"baseline", "trial", "validation", "sweep"} <= kinds, kinds
     _assert_vllms_client_confirms_the_validated_gain(stack.asset_materialization.metadata, peer, record_property)
