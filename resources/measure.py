@@ -79,6 +79,17 @@ def round_logger(label: str, spec: ServerSpec) -> Callable[[RoundProgress], None
     return report
 
 
+def _contract_rounds(host: Any, bench: Any, launch: LaunchRecord, spec: ServerSpec, contract: WorkloadContract,
+                     workload, run_dir: Path, label: str, num_prompts: int | None,
+                     overtime_s: float | None) -> Measurement:
+    """The contract's warm-up and repeats on a ready server, in the engine's own time."""
+    measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
+                               repeats=contract.repeats, warmups=contract.warmups, num_prompts=num_prompts,
+                               records_dir=run_dir, max_model_len=contract.max_model_len, timeout_s=overtime_s,
+                               progress=round_logger(label, spec), cpus=launch.cpus)
+    return in_engine_time(spec, measurement)
+
+
 def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str, spec: ServerSpec,
                     contract: WorkloadContract, run_dir: Path, run_id: str | None = None,
                     context_key: str | None = None, fingerprint: str | None = None,
@@ -112,14 +123,8 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
             if check_launch is not None:
                 check_launch(launch)
             ready_at = time.monotonic()
-            measurement = host.measure(
-                bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
-                repeats=contract.repeats, warmups=contract.warmups,
-                num_prompts=num_prompts or contract.num_prompts, records_dir=run_dir,
-                max_model_len=contract.max_model_len, timeout_s=overtime_s, progress=round_logger(label, spec),
-                cpus=launch.cpus,
-            )
-            measurement = in_engine_time(spec, measurement)
+            measurement = _contract_rounds(host, bench, launch, spec, contract, workload, run_dir, label,
+                                           num_prompts or contract.num_prompts, overtime_s)
             measuring_s = time.monotonic() - ready_at
             if after_rounds is not None:
                 after_rounds(launch)
