@@ -39,9 +39,19 @@ def _git_commit() -> str:
         return "unknown"
 
 
-# The commit the benchmark's code was loaded from: a long run outlives a commit made
-# meanwhile, and HEAD at the end would name code the run never executed.
+def _git_dirty() -> bool | None:
+    """Whether tracked files differ from the commit (the run's code is not the commit's); None: unknown."""
+    try:
+        return bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, check=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# The commit the benchmark's code was loaded from, and whether the tree matched it: a long
+# run outlives a commit made meanwhile, and HEAD at the end would name code never executed.
 STARTED_ON_COMMIT = _git_commit()
+STARTED_DIRTY = _git_dirty()
 
 
 def machine() -> dict[str, Any]:
@@ -58,6 +68,7 @@ def write_results(name: str, payload: dict[str, Any] | list[Any]) -> Path:
     """benchmarks/results/NAME.json: {"benchmark", "machine", "results"}; returns the path."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({"benchmark": name, "machine": machine(), "results": payload}, indent=1) + "\n")
+    path.write_text(json.dumps({"benchmark": name, "commit": STARTED_ON_COMMIT, "dirty": STARTED_DIRTY,
+                                "machine": machine(), "results": payload}, indent=1) + "\n")
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path

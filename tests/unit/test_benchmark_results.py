@@ -13,4 +13,5 @@ def test_a_result_names_the_commit_its_run_started_on_not_the_one_at_its_end(tmp
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     written = json.loads(results.write_results("probe", {"x": 1}).read_text())
     assert written["machine"]["git_commit"] == started != "committed-meanwhile"
+    assert written["commit"] == started and written["dirty"] is results.STARTED_DIRTY
     assert written["results"] == {"x": 1} and written["benchmark"] == "probe"
