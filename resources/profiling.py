@@ -35,7 +35,6 @@ log = dg.get_dagster_logger("hyperloom.profile")
 
 TRACE_FOLDER = "trace"
 ROUND_FOLDER = "profile"  # the profiled round's request records, apart from the measured rounds'
-PROFILING_LABEL = "profile"  # how the run log names the profiled round
 TRACE_WAIT_S = 30.0  # a worker may finish writing its trace just after /stop_profile answers
 
 
@@ -133,7 +132,7 @@ class ServerProfile:
         if warmups:
             round_(warmups)  # compile caches and allocators settle before recording starts
         _control(self.host, launch.base_url + self.profiler.start_path, 60.0)
-        log.info("%s: profiler started for one short round", PROFILING_LABEL)
+        log.info("profile: profiler started for one short round")
         try:
             self.tok_s = in_engine_time(self.spec, round_(0)).output_throughput
         finally:

@@ -47,7 +47,7 @@ class Validation(Strict):
 
 
 def sweep_after_rounds(context, host, bench, store, baseline: BaselineResult, spec, folder, config: str,
-                       ladder: list[int], rows: list[dict]):
+                       ladder: list[int], rows: list[dict], failed: list[str]):
     """The sweep on a validation server after its rounds; a failed rung leaves the sweep to its own asset."""
     def sweep(launch) -> None:
         try:
@@ -58,7 +58,7 @@ def sweep_after_rounds(context, host, bench, store, baseline: BaselineResult, sp
         except (ServerError, BenchInputError) as exc:
             context.log.warning("sweep on the validation's %s server failed, concurrency_sweep will launch its own: %s",
                                 config, str(exc).splitlines()[0])
-            rows.append({"failed": True})
+            failed.append(config)
             return
         rows.extend(sweep_rows(config, results))
     return sweep
@@ -77,6 +77,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
     commits = {"base": base_commit, "stack": tree_commit or base_commit}
     done = Validation()
     rows: list[dict] = []
+    failed: list[str] = []  # the configs whose sweep failed: then none of the rows stand
     for pair in range(1, VALIDATION_PAIRS + 1):
         context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
                          pair, VALIDATION_PAIRS)
@@ -86,7 +87,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
             sweep = None
             if sweep_ladder and pair == VALIDATION_PAIRS:
                 sweep = sweep_after_rounds(context, host, bench, store, baseline, spec, folder,
-                                           "baseline" if label == "base" else "stack", sweep_ladder, rows)
+                                           "baseline" if label == "base" else "stack", sweep_ladder, rows, failed)
             measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
                                        kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
                                        run_id=context.run.run_id, context_key=baseline.context_key,
@@ -96,7 +97,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
                 done.top_argv = measured.launch.argv
             context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, pair, label,
                              measured.measurement.output_throughput)
-    if sweep_ladder and not any(row.get("failed") for row in rows):
+    if sweep_ladder and not failed:
         done.sweep_rows = rows
     return done
 
