@@ -112,7 +112,7 @@ def target_edited_mid_run() -> dict:
 
 
 def vllm_killed_and_resumed(tiny_model: Path) -> dict:
-    """test_resume_vllm's scenario: the climb's worker SIGKILLed mid-trial on vLLM CPU, then resumed."""
+    """The climb's worker SIGKILLed mid-trial on vLLM CPU, then resumed (the suite shows it on the sim)."""
     with tempfile.TemporaryDirectory(prefix="hyperloom-faults-") as folder:
         root = Path(folder)
         home, targets = root / "home", root / "targets"

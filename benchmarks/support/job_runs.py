@@ -1,6 +1,6 @@
 """`dagster job execute` runs as subprocesses, stopped mid-trial on purpose, and what they
-leave behind: the helpers the fault tests (tests/cli/test_faults_cli.py,
-tests/real_engine/test_resume_vllm.py) and the fault matrix (benchmarks/faults.py) share."""
+leave behind: the helpers the fault tests (tests/cli/test_faults_cli.py) and the fault
+matrix (benchmarks/faults.py) share."""
 
 from __future__ import annotations
 

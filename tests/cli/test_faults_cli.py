@@ -1,6 +1,7 @@
 """A run stopped mid-trial, through `dagster job execute` on the sim: terminated (SIGTERM,
 what the UI's Terminate and Ctrl-C also deliver as an interrupt) or killed outright
-(SIGKILL, its server left running). Either way the next run resumes from the ledger."""
+(SIGKILL, its server left running). Either way the next run resumes from the ledger: one
+climb is stopped both ways in turn, then finished."""
 
 from __future__ import annotations
 
@@ -34,32 +35,7 @@ from tests.conftest import reap_leftovers
 
 pytestmark = pytest.mark.cli
 
-@pytest.mark.stop_reason("cancelled", case="sigterm")
-def test_sigterm_mid_trial_tears_down_records_cancelled_and_re_execution_resumes(tmp_path, home) -> None:
-    targets = write_targets(tmp_path / "targets")
-    log = tmp_path / "first.log"
-    process = start("optimize_job", home, targets, log)
-    server, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home),
-                                         lambda: process.send_signal(signal.SIGTERM))
-    assert torn_down_s < 20, f"the server outlived the SIGTERM by {torn_down_s:.1f} s"
-    text = log.read_text()
-    assert process.returncode != 0
-    assert "stop reason: cancelled: terminated during trials" in text, "the run log says why it stopped"
-    store = store_of(home)
-    assert [row["stop_reason"] for row in store.stops("sim")] == ["cancelled"], "and so does the result store"
-    assert not materialized(home, "final_report"), "a cancelled run has no report"
-    context = store.measurements("sim", "baseline")[0]["context_key"]
-    assert len(store.trials(context)) == 0, "trial 1 was stopped between its launches"
-    looks = store.looks(context)
-    assert [row["record"]["role"] for row in looks][:1] == ["variant"], "trial 1's finished launch is in the ledger"
-
-    again = execute("optimize_job", "sim", home, targets, timeout_s=DEADLINE_S)
-    assert again.returncode == 0, again.stderr[-4000:]
-    assert re.search(r"trial 1 [^\n]*: launch 1 \(variant\)[^\n]*replayed from the ledger", again.stderr)
-    resumed = runs_of(home)[-1].run_id
-    assert climb_launches(store, resumed) == launches_after(store.trials(context), len(looks)), \
-        "only what was interrupted, and what came after it, is measured again"
-    assert materialized(home, "final_report")
+REPLAYED = re.compile(r"trial 1 [^\n]*: launch 1 \(variant\)[^\n]*replayed from the ledger")
 
 
 @pytest.mark.stop_reason("cancelled", case="sigint")
@@ -97,8 +73,13 @@ def test_terminate_from_dagster_stops_a_run_started_by_dagster_job_execute(tmp_p
     assert [row["stop_reason"] for row in store_of(home).stops("sim")] == ["cancelled"]
 
 
-def test_sigkill_mid_trial_the_next_run_releases_the_dead_run_reaps_its_server_and_ends_with_the_same_stack(
+@pytest.mark.stop_reason("cancelled", case="sigterm")
+def test_sigterm_then_sigkill_mid_trial_each_next_run_resumes_and_ends_with_the_uninterrupted_stack(
         tmp_path, home) -> None:
+    """One climb stopped twice: SIGTERM mid-trial 1 (torn down, recorded cancelled), then its
+    re-execution SIGKILLed in the same trial (no teardown, its server an orphan), then a
+    third run that releases the dead run, reaps the orphan, replays the ledger and ends
+    with the stack an uninterrupted run of the same target ends with."""
     reference_home = tmp_path / "reference_home"
     write_instance_config(reference_home)
     # The same climb uninterrupted, on the same target: a faster --time-scale changes the
@@ -106,19 +87,33 @@ def test_sigkill_mid_trial_the_next_run_releases_the_dead_run_reaps_its_server_a
     reference = execute("optimize_job", "sim", reference_home, write_targets(tmp_path / "reference_targets"),
                         timeout_s=DEADLINE_S)
     assert reference.returncode == 0, reference.stderr[-4000:]
-
     targets = write_targets(tmp_path / "targets")
-    log = tmp_path / "killed.log"
-    process = start("optimize_job", home, targets, log)
+
+    terminated_log = tmp_path / "terminated.log"
+    process = start("optimize_job", home, targets, terminated_log)
+    _, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, terminated_log, home),
+                                    lambda: process.send_signal(signal.SIGTERM))
+    assert torn_down_s < 20, f"the server outlived the SIGTERM by {torn_down_s:.1f} s"
+    assert process.returncode != 0
+    assert "stop reason: cancelled: terminated during trials" in terminated_log.read_text(), "the log says why"
+    store = store_of(home)
+    assert [row["stop_reason"] for row in store.stops("sim")] == ["cancelled"], "and so does the result store"
+    assert not materialized(home, "final_report"), "a cancelled run has no report"
+    context = store.measurements("sim", "baseline")[0]["context_key"]
+    assert len(store.trials(context)) == 0, "trial 1 was stopped between its launches"
+    assert [row["record"]["role"] for row in store.looks(context)][:1] == ["variant"], \
+        "trial 1's finished launch is in the ledger"
+
+    killed_log = tmp_path / "killed.log"
+    process = start("optimize_job", home, targets, killed_log)
     # SIGKILL: no teardown, no log line, no run status
-    server, _ = stop_mid_trial(process, lambda: wait_mid_trial(process, log, home), process.kill, wait_teardown=False)
+    server, _ = stop_mid_trial(process, lambda: wait_mid_trial(process, killed_log, home), process.kill,
+                               wait_teardown=False)
+    assert REPLAYED.search(killed_log.read_text()), "the re-execution after SIGTERM resumed from the ledger"
     time.sleep(1)
     assert psutil.Process(server).is_running(), "the killed run's server is left running: an orphan"
-    killed_run = runs_of(home)[0].run_id
-    store = store_of(home)
-    context = store.measurements("sim", "baseline")[0]["context_key"]
+    killed_run = runs_of(home)[-1].run_id
     looks = store.looks(context)
-    assert looks, "trial 1's finished launches were recorded as they finished"
 
     resumed = execute("optimize_job", "sim", home, targets, timeout_s=DEADLINE_S)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
@@ -127,8 +122,10 @@ def test_sigkill_mid_trial_the_next_run_releases_the_dead_run_reaps_its_server_a
     with instance_of(home) as instance:
         assert instance.get_run_by_id(killed_run).status == dg.DagsterRunStatus.FAILURE, \
             "the dead run is marked failed, and its pool slot freed (else the next run would wait forever)"
-    assert re.search(r"trial 1 [^\n]*: launch 1 \(variant\)[^\n]*replayed from the ledger", resumed.stderr)
-    assert climb_launches(store, runs_of(home)[-1].run_id) == launches_after(store.trials(context), len(looks))
+    assert REPLAYED.search(resumed.stderr)
+    assert climb_launches(store, runs_of(home)[-1].run_id) == launches_after(store.trials(context), len(looks)), \
+        "only what was interrupted, and what came after it, is measured again"
+    assert materialized(home, "final_report")
     names = [keeper["name"] for keeper in store.latest_stack("sim")["keepers"]]
     assert names == [keeper["name"] for keeper in store_of(reference_home).latest_stack("sim")["keepers"]]
     assert names, "a stack with keepers, so the comparison says something"

@@ -22,6 +22,7 @@ from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.hosts.ssh import SshHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.store.leases import HostLeases
+from tests.conftest import VLLM_CPU_ENV
 
 pytestmark = pytest.mark.real_engine
 
@@ -42,10 +43,10 @@ def _assert_vllms_telemetry_reached_the_tables(trials: dict, baseline: dict) -> 
 
 
 CONCURRENCY, ISL, OSL = 8, 64, 32
-# vLLM's client on each validation server after our rounds, the same launches: a first pass
-# warms it (vLLM CPU without --enforce-eager compiles each batch shape on first use), the
-# median of the rest counts.
-PEER_PASSES = 3
+# vLLM's client on each validation server after our rounds, in the same launch: the server
+# is warm from them (vLLM CPU without --enforce-eager compiles each batch shape on first
+# use), and the client's own warm-up requests come first.
+PEER_PROMPTS = 8 * CONCURRENCY
 
 
 def _assert_vllms_client_confirms_the_validated_gain(stack: dict, peer: dict[str, float], record_property) -> None:
@@ -76,16 +77,12 @@ def cross_checked(serve, model: Path, folder: Path, peer: dict[str, float]):
             yield launch
             step = Path(run_dir).name
             if step.startswith("validate-"):
-                passes = []
-                for index in range(PEER_PASSES):
-                    name = f"{step}-{index}.json"
-                    argv = vllm_bench_serve_argv(launch.base_url, launch.served_model, model, ISL, OSL,
-                                                 num_prompts=4 * CONCURRENCY, concurrency=CONCURRENCY,
-                                                 result_dir=folder, result_filename=name, warmups=2 * CONCURRENCY)
-                    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-                    assert done.returncode == 0, done.stderr[-3000:]
-                    passes.append(read_vllm_result(folder / name).output_throughput)
-                peer[step] = statistics.median(passes[1:])
+                argv = vllm_bench_serve_argv(launch.base_url, launch.served_model, model, ISL, OSL,
+                                             num_prompts=PEER_PROMPTS, concurrency=CONCURRENCY, result_dir=folder,
+                                             result_filename=f"{step}.json", warmups=2 * CONCURRENCY)
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+                assert done.returncode == 0, done.stderr[-3000:]
+                peer[step] = read_vllm_result(folder / f"{step}.json").output_throughput
     return serve_then_cross_check
 
 
@@ -96,7 +93,7 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     targets = tmp_path / "targets"
     targets.mkdir()
     (targets / "tiny-ssh.yaml").write_text(yaml.safe_dump({
-        "engine": "vllm", "model": str(tiny_model), "host": "gpu-ssh", "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+        "engine": "vllm", "model": str(tiny_model), "host": "gpu-ssh", "env": VLLM_CPU_ENV,
         "server_args": ["--max-num-seqs", "2", "--enforce-eager", "--max-model-len", "512"],
         "workload": {"kind": "random", "isl": ISL, "osl": OSL, "concurrency": CONCURRENCY, "num_prompts": 16},
         "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "sweep_concurrencies": [CONCURRENCY]}))

@@ -21,12 +21,12 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from hyperloom_assets.resources.releases.envs import ReleaseEnvironments
-from tests.conftest import REPO
+from tests.conftest import REPO, VLLM_CPU_ENV
 
 pytestmark = pytest.mark.real_engine
 
 TRACE = REPO / "examples" / "agentic_small.jsonl"
-ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+ENV = VLLM_CPU_ENV
 
 
 def materialize_baseline(folder: Path, name: str, host, store, instance):

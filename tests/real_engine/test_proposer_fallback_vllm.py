@@ -16,6 +16,7 @@ from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.llm_calls import LlmCallLog
+from tests.conftest import VLLM_CPU_ENV
 from tests.proposer.test_proposer_sim import write_target
 
 pytestmark = pytest.mark.real_engine
@@ -25,7 +26,7 @@ def test_noise_from_vllm_is_recorded_and_the_rules_take_over(tmp_path, host, sto
     import dagster as dg
 
     llm_host = LocalHost(state_dir=str(tmp_path / "llm-state"), check_foreign_processes=False)
-    spec = ServerSpec(engine="vllm", model=tiny_model, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+    spec = ServerSpec(engine="vllm", model=tiny_model, env=VLLM_CPU_ENV,
                       server_args=["--enforce-eager", "--max-num-seqs", "2", "--max-model-len", "4096"])
     with llm_host.serve(spec, tmp_path / "llm-run") as served:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{served.base_url}/v1")
