@@ -29,7 +29,7 @@ from hyperloom_assets.core.measurement.serving import REQUEST_ERROR_CLASSES, Lau
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.resources.bench.client import BenchOvertime, RoundProgress
-from hyperloom_assets.resources.hosts.process_group import signals_deferred
+from hyperloom_assets.resources.hosts.signals import signals_deferred
 from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
 
 log = dg.get_dagster_logger("hyperloom.measure")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import dagster as dg
 
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.resources.hosts.process_group import signals_deferred
+from hyperloom_assets.resources.hosts.signals import signals_deferred
 from hyperloom_assets.resources.measure import INTERRUPTS
 from hyperloom_assets.resources.store.results import ResultStore
 

@@ -47,7 +47,7 @@ from hyperloom_assets.resources.bench.stream import (
     send_request,
 )
 from hyperloom_assets.resources.bench.telemetry import TelemetryScraper
-from hyperloom_assets.resources.hosts.process_group import signals_deferred
+from hyperloom_assets.resources.hosts.signals import signals_deferred
 
 
 class BenchInputError(ValueError):

@@ -29,9 +29,9 @@ from hyperloom_assets.resources.hosts.process_group import (
     PidRecord,
     ServerProcess,
     TeardownResult,
-    signals_deferred,
     teardown,
 )
+from hyperloom_assets.resources.hosts.signals import signals_deferred
 
 log = dg.get_dagster_logger("hyperloom.host")
 

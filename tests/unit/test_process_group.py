@@ -19,10 +19,10 @@ from hyperloom_assets.resources.hosts.process_group import (
     new_scratch_dir,
     reap_orphans,
     remove_scratch,
-    signals_deferred,
     teardown,
     terminate_group,
 )
+from hyperloom_assets.resources.hosts.signals import signals_deferred
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 # A leader that forks two sleeping children into its own group, then sleeps itself.
