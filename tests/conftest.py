@@ -25,8 +25,8 @@ from hyperloom_assets.resources.store.results import ResultStore
 REPO = Path(__file__).resolve().parent.parent
 SIM_MODEL = REPO / "models" / "llama-3-8b"
 # vLLM CPU's env for the tiny model, with the engine core in its API server's process (vLLM's
-# own VLLM_ENABLE_V1_MULTIPROCESSING=0): a launch is ready in about 16 s instead of 33 s on
-# these 2 cores, since one process fewer imports vLLM. The tests whose point is vLLM's
+# own VLLM_ENABLE_V1_MULTIPROCESSING=0): one process fewer imports vLLM, so a launch is
+# ready sooner, which counts for every launch of the real-engine tier. The tests whose point is vLLM's
 # default process layout, its threads, metrics page or profiler keep the default:
 # test_server_lifecycle, test_cpu_pinning_vllm, test_telemetry_vllm, test_profile_vllm; and
 # test_patches_vllm, whose CPU-worker patch loses decisively only in that layout.
