@@ -1,6 +1,6 @@
 """A run works from the target file as it was when the run started: an edit made while
-`dagster job execute` runs (each step a process of its own, each reading the target)
-changes nothing in that run, and the next run reads the edit."""
+`dagster job execute` runs (each step resolves the target when it starts) changes
+nothing in that run, and the next run reads the edit."""
 
 from __future__ import annotations
 
