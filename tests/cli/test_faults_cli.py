@@ -38,16 +38,21 @@ pytestmark = pytest.mark.cli
 REPLAYED = re.compile(r"trial 1 [^\n]*: launch 1 \(variant\)[^\n]*replayed from the ledger")
 
 
+def signalled_mid_run(signum: int, home, targets, log, wait) -> str:
+    """optimize_job, sent `signum` once `wait(process, log, home)` finds its server up: the
+    server is gone within 20 s and the run fails. Returns the run's log."""
+    process = start("optimize_job", home, targets, log)
+    _, torn_down_s = stop_mid_trial(process, lambda: wait(process, log, home), lambda: process.send_signal(signum))
+    assert torn_down_s < 20, f"the server outlived signal {signum} by {torn_down_s:.1f} s"
+    assert process.returncode != 0
+    return log.read_text()
+
+
 @pytest.mark.stop_reason("cancelled", case="sigint")
 def test_ctrl_c_while_profiling_tears_the_baseline_server_down_and_records_cancelled(tmp_path, home) -> None:
     targets = write_targets(tmp_path / "targets")
-    log = tmp_path / "run.log"
-    process = start("optimize_job", home, targets, log)
-    _, torn_down_s = stop_mid_trial(process, lambda: wait_profiling(process, log, home),
-                                    lambda: process.send_signal(signal.SIGINT))
-    assert torn_down_s < 20, f"the profiled server outlived the SIGINT by {torn_down_s:.1f} s"
-    assert process.returncode != 0
-    assert "stop reason: cancelled: terminated during baseline" in log.read_text()
+    text = signalled_mid_run(signal.SIGINT, home, targets, tmp_path / "run.log", wait_profiling)
+    assert "stop reason: cancelled: terminated during baseline" in text
     assert [row["stop_reason"] for row in store_of(home).stops("sim")] == ["cancelled"]
     assert read_pidfiles(home / "hyperloom" / "pids") == []
 
@@ -89,13 +94,8 @@ def test_sigterm_then_sigkill_mid_trial_each_next_run_resumes_and_ends_with_the_
     assert reference.returncode == 0, reference.stderr[-4000:]
     targets = write_targets(tmp_path / "targets")
 
-    terminated_log = tmp_path / "terminated.log"
-    process = start("optimize_job", home, targets, terminated_log)
-    _, torn_down_s = stop_mid_trial(process, lambda: wait_mid_trial(process, terminated_log, home),
-                                    lambda: process.send_signal(signal.SIGTERM))
-    assert torn_down_s < 20, f"the server outlived the SIGTERM by {torn_down_s:.1f} s"
-    assert process.returncode != 0
-    assert "stop reason: cancelled: terminated during trials" in terminated_log.read_text(), "the log says why"
+    text = signalled_mid_run(signal.SIGTERM, home, targets, tmp_path / "terminated.log", wait_mid_trial)
+    assert "stop reason: cancelled: terminated during trials" in text, "the log says why"
     store = store_of(home)
     assert [row["stop_reason"] for row in store.stops("sim")] == ["cancelled"], "and so does the result store"
     assert not materialized(home, "final_report"), "a cancelled run has no report"
