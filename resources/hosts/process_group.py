@@ -11,11 +11,13 @@ the process that launched it is gone (a live owner's server is not an orphan).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -110,14 +112,38 @@ def _forget(record: PidRecord, pidfile: Path) -> None:
     pidfile.unlink(missing_ok=True)
 
 
+# Ignored dispositions and blocked signals survive fork and exec. A run worker started
+# with TERM ignored (a background job of a non-interactive shell, nohup, some
+# supervisors) would hand that to every server, and a server without its own TERM
+# handler would then outlive teardown's TERM and wait for the KILL. This trampoline
+# starts the server as if from a clean shell: these signals at their defaults, none
+# blocked. PIPE and XFSZ are the ones Python itself ignores.
+_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for name in ('SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGPIPE', 'SIGXFSZ'):\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"
+    "os.execv(sys.argv[1], sys.argv[2:])\n"
+)
+
+
+def _resolved(argv: list[str], env: Mapping[str, str]) -> str:
+    """argv[0] as a path, found on the server's PATH as Popen would; FileNotFoundError if not."""
+    found = shutil.which(argv[0], path=env.get("PATH", os.defpath))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "no such executable", argv[0])
+    return found
+
+
 def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Path,
            scratch_dir: Path | None = None) -> ServerProcess:
     """Start argv in a new session (its own process group), logging to log_path."""
     pid_dir.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    trampoline = [sys.executable, "-I", "-S", "-c", _DEFAULT_SIGNALS, _resolved(argv, env), *argv]
     with open(log_path, "wb") as log_file:
         popen = subprocess.Popen(
-            argv, start_new_session=True, stdin=subprocess.DEVNULL,
+            trampoline, start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=log_file, stderr=subprocess.STDOUT, env=dict(env),
         )
     me = psutil.Process()
@@ -133,7 +159,7 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
     return ServerProcess(popen=popen, record=record, pidfile=pidfile)
 
 
-EXEC_SETTLE_S = 2.0
+EXEC_SETTLE_S = 5.0
 
 
 def _exec_identity(pid: int, argv: list[str]) -> tuple[list[str], float]:
