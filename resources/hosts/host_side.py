@@ -37,6 +37,10 @@ from hyperloom_assets.resources.hosts.process_group import (ServerProcess, launc
 LOG_TAIL_LINES = 40
 STILL_STARTING_NOTE_S = 30.0
 HEALTH_POLL_S = 0.5
+# A sim answers within a few tenths of a second of its start, a real engine after many
+# seconds: the first seconds are polled finely, so a fast server never waits out a whole
+# slow poll (a sim climb launches a dozen servers), and a slow one is not polled hard.
+FAST_POLL_S, FAST_POLL_FOR_S = 0.05, 2.0
 # What every engine's server prints when its port was taken after preflight found it free:
 # the OS's EADDRINUSE, as Python words it (uvicorn, aiohttp and vLLM's own socket alike).
 BIND_FAILURE = re.compile(r"address already in use", re.IGNORECASE)
@@ -193,4 +197,4 @@ def wait_ready(exit_status: Callable[[], int | str | None], engine: str, port: i
         if still_starting is not None and now >= next_note:
             still_starting(now - started)
             next_note = now + STILL_STARTING_NOTE_S
-        time.sleep(HEALTH_POLL_S)
+        time.sleep(FAST_POLL_S if now - started < FAST_POLL_FOR_S else HEALTH_POLL_S)
