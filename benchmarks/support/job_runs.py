@@ -144,6 +144,12 @@ def launches_after(trials: list[dict], replayed_looks: int) -> int:
                for t in trials) - replayed_looks
 
 
+def kept(store: ResultStore, target: str) -> list[str]:
+    """The names of the target's kept trials, in the order the climb kept them (its stack)."""
+    context = store.measurements(target, "baseline")[0]["context_key"]
+    return [trial["variant"]["name"] for trial in store.trials(context) if trial["outcome"] == "KEEP"]
+
+
 def climb_launches(store: ResultStore, run_id: str, target: str = "sim") -> int:
     return len([row for row in store.measurements(target) if row["run_id"] == run_id
                 and row["kind"] in ("trial", "best_relaunch")])
