@@ -17,7 +17,7 @@ from tests.conftest import SIM_MODEL
 from tests.graph_runs import run_job, trial_observations
 from tests.trees import init_tree, make_patch, operator_state
 
-ARGS = ["--gpu", "H100", "--time-scale", "5", "--max-num-seqs", "2"]
+ARGS = ["--gpu", "H100", "--time-scale", "20", "--max-num-seqs", "2"]
 PERF, MODEL, ARGS_FILE = ("hyperloom_assets/sim/perf_model.py", "hyperloom_assets/sim/synthetic_model.py",
                           "hyperloom_assets/sim/engine_args.py")
 CAP = ("max_seqs=args.max_num_seqs or VLLM_DEFAULT_MAX_NUM_SEQS,", "max_seqs=max(args.max_num_seqs or 0, 64),")

@@ -35,7 +35,7 @@ def test_an_approved_model_patch_is_launched_from_the_tree_kept_and_committed(tm
     targets.mkdir()
     (targets / "sim-tree.yaml").write_text(yaml.safe_dump({
         "engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tree),
-        "server_args": ["--gpu", "H100", "--time-scale", "5", "--max-num-seqs", "2"],
+        "server_args": ["--gpu", "H100", "--time-scale", "20", "--max-num-seqs", "2"],
         "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 48},
         "repeats": 2, "max_trials": 1, "target_gain_pct": 10000, "sweep_concurrencies": [16],
         "proposer": {"provider": "openai", "model": "scripted-model", "max_rounds": 1}}))
