@@ -26,7 +26,7 @@ def wait_for(pattern: str, log, process) -> None:
 def test_editing_the_target_file_mid_run_changes_nothing_in_that_run(tmp_path, home) -> None:
     # Faster than SLOW_TARGET: this run is never stopped, and the edit lands mid-baseline at any speed.
     fast = list(SLOW_TARGET["server_args"])
-    fast[fast.index("--time-scale") + 1] = "8"
+    fast[fast.index("--time-scale") + 1] = "20"
     targets = write_targets(tmp_path / "targets", max_trials=1, server_args=fast)
     log = tmp_path / "run.log"
     process = start("optimize_job", home, targets, log)
