@@ -19,6 +19,7 @@ from hyperloom_assets.assets.checks import (
 )
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.identity import server_config_version
+from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions import guards
 from hyperloom_assets.core.measurement.contract import WorkloadContract
@@ -36,6 +37,7 @@ from hyperloom_assets.core.releases.run import ReleaseRun, release_from_tags
 from hyperloom_assets.core.report.precision import Unit, rounded
 from hyperloom_assets.core.results import BaselineResult, ProfileResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.resources.accuracy.launch_gate import answers_on
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
@@ -59,7 +61,7 @@ def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
     return dg.Failure(description=f"{stop_reason}: {message}", metadata={"stop_reason": stop_reason, **metadata})
 
 
-PROFILE = dg.AssetKey("profile")
+PROFILE, TRIALS = dg.AssetKey("profile"), dg.AssetKey("trials")
 
 # Flags that cap the context below the model's own maximum, per engine.
 MAX_LEN_FLAGS = ("--max-model-len", "--context-length")
@@ -191,29 +193,53 @@ def profile_rides_on_baseline(context, engine: str) -> bool:
     return PROFILE in selected
 
 
+def run_climbs(context) -> bool:
+    """Does this run materialize `trials` (and so may need the accuracy gate's reference)?"""
+    selected = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
+    return TRIALS in selected
+
+
+class _AfterRounds:
+    """What the baseline's server is asked once its measured rounds are over: the accuracy
+    gate's prompts first (in a run that climbs), then the profile (where it rides along)."""
+
+    def __init__(self, check, profile: ServerProfile | None):
+        self.check, self.profile = check, profile
+        self.gate_answers: list[PromptOutput] | None = None
+
+    def __call__(self, launch: LaunchRecord) -> None:
+        if self.check is not None:
+            self.gate_answers = answers_on(self.check, launch)
+        if self.profile is not None:
+            self.profile.capture(launch)
+
+
 def attempt_baseline(context, target: Target, spec: ServerSpec, contract: WorkloadContract, host, bench,
                      store: ResultStore, attempt: str, key: str):
     """Measure the baseline, retrying a failed attempt on a fresh server until guards say stop.
 
     In a run that profiles, on an engine whose idle profiler is shown free, the server carries
     the profiler, idle through the measured rounds and profiled after them, so the profile
-    costs no launch of its own.
-    Returns the measurement and the profile (None when the run does not profile); an engine
-    that refuses the profiler's flags is measured again without them.
+    costs no launch of its own. In a run that climbs, the server is asked the accuracy gate's
+    prompts after its rounds: the reference a risky keeper is judged against, without a launch.
+    Returns the measurement, the profile (None when the run does not profile) and the gate's
+    answers (None when the run does not climb); an engine that refuses the profiler's flags is
+    measured again without them.
     """
     name, run_id = context.partition_key, context.run.run_id
     failures = 0
     profiling, refused = profile_rides_on_baseline(context, spec.engine), None
+    check = target.accuracy_check() if run_climbs(context) else None
     while True:
         step = "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}"
         folder = step_dir(host, name, run_id, step + ("-unprofiled" if refused else ""))
         profile = ServerProfile(host, bench, spec, contract, folder) if profiling and not refused else None
+        after_rounds = _AfterRounds(check, profile)
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline",
                                        spec=profile.launch_spec() if profile else spec, contract=contract,
                                        run_dir=folder, run_id=run_id, context_key=key,
-                                       check_launch=prefix_cache_guard(target),
-                                       after_rounds=profile.capture if profile else None)
+                                       check_launch=prefix_cache_guard(target), after_rounds=after_rounds)
         except ServerError as exc:
             complaint = profiler_refusal(profile, exc)
             if complaint is not None:
@@ -233,11 +259,11 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
             raise BaselineStop(stop, exc, failures) from exc
         store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
         if profile is not None:
-            return measured, profile.result()
+            return measured, profile.result(), after_rounds.gate_answers
         if refused is None:
-            return measured, None
+            return measured, None, after_rounds.gate_answers
         return measured, ProfileResult(engine=spec.engine, taken=False, reason=refused,
-                                       simulated=engine_for(spec.engine).simulated)
+                                       simulated=engine_for(spec.engine).simulated), after_rounds.gate_answers
 
 
 def prepare_run_tree(target: Target, name: str, host, spec: ServerSpec) -> RunTree | None:
@@ -269,7 +295,8 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
     signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
     key = context_key(name, signature, framework_version, config_version)
     try:
-        measured, profile = attempt_baseline(context, target, spec, contract, host, bench, store, attempt, key)
+        measured, profile, gate_answers = attempt_baseline(context, target, spec, contract, host, bench, store,
+                                                           attempt, key)
     except BaselineStop as stop:
         if release is not None:
             ReleaseLedger(store).record(name, release.package, release.version, "failed", str(stop.error), run_id=run_id)
@@ -279,7 +306,8 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host, 
     return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
                           contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,
                           framework_version=framework_version, config_version=config_version, context_key=key,
-                          run_id=run_id, release=release, run_tree=run_tree, profile=profile)
+                          run_id=run_id, release=release, run_tree=run_tree, profile=profile,
+                          gate_answers=gate_answers)
 
 
 def build_baseline_asset(partitions: dg.PartitionsDefinition):

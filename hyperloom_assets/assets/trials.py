@@ -150,10 +150,10 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
     gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
-                      launch_spec, context.log)
+                      launch_spec, context.log, baseline_answers=baseline.gate_answers)
     noise_key, prior = _launch_noise_prior(context, store, target, baseline)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan,
-                   _measurer(context, target, host, bench, store, baseline, launch_spec),
+                   _measurer(context, target, host, bench, store, baseline, launch_spec, gate),
                    ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
                    remember_look=ledger.remember_look, on_look=on_look,
                    checks=Checks(admit=trees.admit, gate=gate.judge_variant), prior=prior)
@@ -166,8 +166,11 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                         launch_noise_dof=prior.dof if prior else 0)
 
 
-def _measurer(context, target, host, bench, store, baseline: BaselineResult, launch_spec):
-    """The climb's MeasureFn: one launch of the stack (plus the variant), as a TrialMeasurement."""
+def _measurer(context, target, host, bench, store, baseline: BaselineResult, launch_spec, gate: LaunchGate):
+    """The climb's MeasureFn: one launch of the stack (plus the variant), as a TrialMeasurement.
+
+    An accuracy-risky variant's launch is asked the gate's prompts after its measured rounds,
+    so a KEEP's gate need not launch it again."""
     name, limit = context.partition_key, overtime_limit_s(baseline.measuring_s)
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
@@ -178,10 +181,12 @@ def _measurer(context, target, host, bench, store, baseline: BaselineResult, lau
         fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
         kind = "trial" if variant is not None else "best_relaunch"
         folder = step_dir(host, name, context.run.run_id, f"{kind}-{fingerprint or 'baseline'}-{time.time_ns()}")
+        risky = variant is not None and variant.accuracy_risky and fingerprint is not None
         try:
             measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
                                        contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
-                                       context_key=baseline.context_key, fingerprint=fingerprint, overtime_s=limit)
+                                       context_key=baseline.context_key, fingerprint=fingerprint, overtime_s=limit,
+                                       after_rounds=gate.ask_on(fingerprint) if risky else None)
         except ServerError as exc:
             if exc.error_class == "environment_unavailable":  # the host, not the variant: never a failed trial
                 raise dg.Failure(description=f"environment_unavailable: {exc}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.decisions.climb import ClimbResult
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
@@ -61,6 +62,9 @@ class BaselineResult(Strict):
     release: ReleaseRun | None = None  # set on a release-triggered run
     run_tree: RunTree | None = None  # a tree target: the run's worktree, served at its base commit
     profile: ProfileResult | None = None  # taken on the baseline's server after its measured rounds
+    # The accuracy gate's prompts asked of the baseline's server after its measured rounds, in a
+    # run that climbs (agreement check): the reference a first risky keeper is judged against.
+    gate_answers: list[PromptOutput] | None = None
 
 
 class RooflineResult(Strict):

@@ -57,6 +57,8 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
     assert "patch does not apply" in by_name["patch stale"]["reason"]
     wrong_trial = by_name["patch fast-but-wrong"]
     assert wrong_trial["outcome"] == "REVERT" and wrong_trial["reason"].startswith("accuracy_drop:"), wrong_trial
+    # The gate's sides answered on servers already up: the baseline's and each patch's own trial launch.
+    assert "accuracy" not in report["launches_by_step"], report["launches_by_step"]
     assert by_name["patch fast-and-right"]["outcome"] == "KEEP", by_name["patch fast-and-right"]
     assert by_name["patch fast-and-right"]["provenance"] == "operator"
     assert [name for name in by_name if name.startswith("patch ")] == ["patch stale", "patch fast-but-wrong",

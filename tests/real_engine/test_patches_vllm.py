@@ -80,6 +80,7 @@ def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(t
     assert baseline["framework_tree_commit"] == before[0]
     wrong_trial = trials["patch fast-but-wrong"]
     assert wrong_trial["outcome"] == "REVERT" and wrong_trial["reason"].startswith("accuracy_drop:"), wrong_trial
+    assert "accuracy" not in report["launches_by_step"], "the gate asked the baseline's and the trial's servers"
     worker_trial = trials["patch cpu-worker-all-cores"]
     # Measured and judged on its merits: kept, reverted, or stopped for measuring past twice the baseline's time.
     assert worker_trial["outcome"] in ("KEEP", "REVERT", "KILLED_OVERTIME") and worker_trial["provenance"] == "operator"
