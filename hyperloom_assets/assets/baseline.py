@@ -189,14 +189,13 @@ def profile_rides_on_baseline(context, engine: str) -> bool:
     profiler = engine_for(engine).profiler
     if profiler is None or not profiler.free_when_idle:
         return False
-    selected = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
-    return PROFILE in selected
+    return _materializes(context, PROFILE)
 
 
-def run_climbs(context) -> bool:
-    """Does this run materialize `trials` (and so may need the accuracy gate's reference)?"""
+def _materializes(context, asset: dg.AssetKey) -> bool:
+    """Does this run materialize `asset` (a `trials` run may need the accuracy gate's reference)?"""
     selected = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys
-    return TRIALS in selected
+    return asset in selected
 
 
 class _AfterRounds:
@@ -229,7 +228,7 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
     name, run_id = context.partition_key, context.run.run_id
     failures = 0
     profiling, refused = profile_rides_on_baseline(context, spec.engine), None
-    check = target.accuracy_check() if run_climbs(context) else None
+    check = target.accuracy_check() if _materializes(context, TRIALS) else None
     while True:
         step = "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}"
         folder = step_dir(host, name, run_id, step + ("-unprofiled" if refused else ""))

@@ -21,6 +21,7 @@ from typing import Any
 
 from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.config.targets import AgreementCheck, LmEvalCheck
+from hyperloom_assets.core.decisions.climb import BASELINE
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
@@ -28,9 +29,6 @@ from hyperloom_assets.resources.accuracy.client import GateUnavailable, collect_
 from hyperloom_assets.resources.accuracy.gate import SideEvidence, evidence_of, verdict_of
 
 log = logging.getLogger(__name__)
-
-BASELINE_KEY = "baseline"  # the operator's configuration, as the climb keys its evidence
-
 
 def answers_on(check: AgreementCheck | LmEvalCheck, launch: LaunchRecord) -> list[PromptOutput] | None:
     """The agreement check's answers from a server already up; None for lm-eval or when it cannot answer.
@@ -55,7 +53,7 @@ class LaunchGate:
         self.host, self.check, self.folder, self.spec_for, self.log = host, check, folder, spec_for, log
         self.answers: dict[str, SideEvidence] = {}  # configuration key -> what its server answered
         if baseline_answers is not None:
-            self.answers[BASELINE_KEY] = baseline_answers
+            self.answers[BASELINE] = baseline_answers
         self.launched: list[str] = []  # the sides a gate had to launch, in order
 
     def ask_on(self, key: str) -> Callable[[LaunchRecord], None] | None:
@@ -71,7 +69,7 @@ class LaunchGate:
 
     def judge_variant(self, keepers: list[Variant], variant: Variant) -> tuple[str, str]:
         """The climb's gate: the running best (keepers) against the candidate on top of it."""
-        best_key = trial_fingerprint(keepers[:-1], keepers[-1]) if keepers else BASELINE_KEY
+        best_key = trial_fingerprint(keepers[:-1], keepers[-1]) if keepers else BASELINE
         launched = len(self.launched)
         verdict, why = self.judge(best_key, lambda: self.spec_for(keepers, None),
                                   trial_fingerprint(keepers, variant), lambda: self.spec_for(keepers, variant))

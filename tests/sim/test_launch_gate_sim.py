@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from hyperloom_assets.core.config.targets import AgreementCheck
 from hyperloom_assets.core.measurement.serving import ServerSpec
-from hyperloom_assets.resources.accuracy.launch_gate import BASELINE_KEY, LaunchGate
+from hyperloom_assets.core.decisions.climb import BASELINE
+from hyperloom_assets.resources.accuracy.launch_gate import LaunchGate
 from tests.conftest import SIM_MODEL
 
 SPEC = ServerSpec(engine="sim", model=SIM_MODEL, server_args=["--gpu", "H100", "--time-scale", "50"])
@@ -20,18 +21,18 @@ def test_answers_asked_after_the_rounds_spare_the_gate_its_launches(tmp_path, ho
         gate.ask_on("variant-a")(launch)
     assert gate.ask_on("variant-a") is None, "answers already kept are not asked again"
 
-    verdict, why = gate.judge(BASELINE_KEY, lambda: SPEC, "variant-a", lambda: SPEC)
+    verdict, why = gate.judge(BASELINE, lambda: SPEC, "variant-a", lambda: SPEC)
     assert (verdict, gate.launched) == ("pass", ["reference"]), why  # the baseline had no answers
 
-    verdict, why = gate.judge(BASELINE_KEY, lambda: SPEC, "variant-b", lambda: WRONG)
+    verdict, why = gate.judge(BASELINE, lambda: SPEC, "variant-b", lambda: WRONG)
     assert (verdict, gate.launched) == ("drop", ["reference", "candidate"]), why  # the reference is kept
 
 
 def test_the_baselines_answers_are_the_first_reference(tmp_path, host) -> None:
     with host.serve(SPEC, tmp_path / "baseline") as launch:
         probe = LaunchGate(host, AgreementCheck(), tmp_path / "probe", spec_for=None)
-        probe.ask_on(BASELINE_KEY)(launch)
+        probe.ask_on(BASELINE)(launch)
     gate = LaunchGate(host, AgreementCheck(), tmp_path / "accuracy", spec_for=None,
-                      baseline_answers=probe.answers[BASELINE_KEY])
-    verdict, why = gate.judge(BASELINE_KEY, lambda: SPEC, "variant-a", lambda: SPEC)
+                      baseline_answers=probe.answers[BASELINE])
+    verdict, why = gate.judge(BASELINE, lambda: SPEC, "variant-a", lambda: SPEC)
     assert (verdict, gate.launched) == ("pass", ["candidate"]), why
