@@ -1,7 +1,7 @@
 """Sensors: target changes and engine releases re-run the targets they affect.
 
 `build_sensors(partitions, jobs_by_name)` is what hyperloom_assets/definitions.py wires
-in; see sensors/README.md for why sensors rather than declarative automation.
+in; see docs/sensors.md for why sensors rather than declarative automation.
 """
 
 from __future__ import annotations

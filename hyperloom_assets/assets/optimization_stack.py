@@ -104,7 +104,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
 
 def replayed_validation(store, name: str, baseline: BaselineResult, accepted: AcceptedPatches,
                         ladder: list[int]) -> tuple[Validation, str] | None:
-    """The same keepers validated before in the same context (invariant 1): (its launches, its run).
+    """The same keepers validated before in the same context (docs/design.md, invariant 1): (its launches, its run).
 
     A run that replays its whole climb from the ledger would otherwise launch the four
     validation servers again to measure what the store already holds.

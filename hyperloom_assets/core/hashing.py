@@ -2,7 +2,7 @@
 
 Pure code. SHA-1 names things here (fingerprints, config versions, change keys); it is not
 a security boundary. The canonical JSON form (sorted keys, no spaces, ASCII) is part of
-the ledger's contract: changing it renames every stored fingerprint (invariant 1).
+the ledger's contract: changing it renames every stored fingerprint (docs/design.md, invariant 1).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class ProfileResult(Strict):
 
 
 class BaselineResult(Strict):
-    """The anchor of every later gain (invariant 5) and the workload contract (invariant 4)."""
+    """The anchor of every later gain and the workload contract (docs/design.md, invariants 5 and 4)."""
 
     target: str
     spec: ServerSpec
@@ -109,7 +109,7 @@ class AcceptedPatches(Strict):
 class StackResult(Strict):
     keepers: list[Variant]
     conflicts: list[str]
-    final_argv: list[str]  # the full engine command, harness flags left out (invariant 3)
+    final_argv: list[str]  # the full engine command, harness flags left out (docs/design.md, invariant 3)
     launch_argv: list[str]  # what was launched, harness flags included: the command to reproduce
     final_env: dict[str, str]
     validated: bool

@@ -27,7 +27,7 @@ __all__ = ["BenchmarkClient", "BenchInputError", "BenchOvertime", "BenchRunError
 
 
 class BenchmarkClient(ConfigurableResource):
-    """Measures an OpenAI-compatible server: warm-up, then repeats, per DESIGN.md.
+    """Measures an OpenAI-compatible server: warm-up, then repeats, per docs/design.md.
 
     `stall_timeout_s`: a stream silent this long is a stalled request (error class `stalled`).
     """

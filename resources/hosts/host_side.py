@@ -97,7 +97,7 @@ def preflight_problems(port: int, check_foreign_processes: bool) -> list[str]:
 
 def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: bool, env: Mapping[str, str],
             unset_env: list[str], term_wait_s: float, client_cpus: str = AUTO) -> Prepared:
-    """Reap this tool's orphans (invariant 8), take a port, preflight, find the engine, place the CPUs."""
+    """Reap our orphans (docs/design.md, invariant 8), take a port, preflight, find the engine, place the CPUs."""
     report = reap_orphans(pid_dir, term_wait_s=term_wait_s)
     port = allocate_port(SERVE_HOST)
     spec = engine_for(engine)

@@ -1,6 +1,6 @@
 """The one serving lifecycle, over a transport: the local host's and every SSH host's.
 
-`serve_on(transport, ...)` is the measurement protocol's launch half (DESIGN.md, steps
+`serve_on(transport, ...)` is the measurement protocol's launch half (docs/design.md, steps
 1-3 and 5-6): reap orphans and preflight, launch in a process group with a pidfile,
 wait for readiness, bring the server log into the run folder, read the launch evidence,
 and tear down on every exit path. The steps themselves run on the host

@@ -130,7 +130,7 @@ class LocalHost(dg.ConfigurableResource):
             raise ServerError("preflight", f"host {self.name!r} is not free: " + "; ".join(problems))
 
     def reap_orphans(self) -> ReapReport:
-        """Tear down servers of earlier runs on this host whose launcher is gone (invariant 8)."""
+        """Tear down servers of earlier runs on this host whose launcher is gone (docs/design.md, invariant 8)."""
         report = reap_orphans(self.pid_dir(), term_wait_s=self.teardown_term_wait_s)
         if report.reaped or report.survivors:
             log.warning("reaped orphan servers %s; survivors %s", report.reaped, report.survivors)

@@ -1,4 +1,4 @@
-"""This process's owner scope (invariant 9) and whether a holder's pid still runs.
+"""This process's owner scope (docs/design.md, invariant 9) and whether a holder's pid still runs.
 
 The scope is unique per container and boot: the kernel's boot id, the inode of this
 process's PID namespace, and the start time of that namespace's PID 1 (a namespace

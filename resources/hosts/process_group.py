@@ -3,7 +3,7 @@
 A server runs in its own process group (its own session), so one signal reaches the
 engine and every worker it forks. Each launch leaves a pidfile (pid, pgid, cmdline,
 creation time and the launching process) in this tool's pid folder, removed only once
-teardown has confirmed the whole group gone. The reaper (invariant 8) reads only those
+teardown has confirmed the whole group gone. The reaper (docs/design.md, invariant 8) reads only those
 pidfiles; it signals a group only when its leader is still the process the pidfile
 names (same cmdline and creation time; a reused pid is never signalled), and only when
 the process that launched it is gone (a live owner's server is not an orphan).

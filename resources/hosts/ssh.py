@@ -248,7 +248,7 @@ class SshHost(dg.ConfigurableResource):
         return self.transport().call("proposal_checks", request)
 
     def reap_orphans(self) -> ReapReport:
-        """This tool's orphan servers on the host, torn down there (invariant 8)."""
+        """This tool's orphan servers on the host, torn down there (docs/design.md, invariant 8)."""
         transport = self.transport()
         return ReapReport(**transport.call("reap", {"pid_dir": transport.pid_dir,
                                                     "term_wait_s": self.teardown_term_wait_s}))

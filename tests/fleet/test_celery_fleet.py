@@ -21,7 +21,7 @@ HOST_OF = {"a1": "gpu-a", "a2": "gpu-a", "b1": "gpu-b", "b2": "gpu-b"}
 def sim_target(host: str) -> dict:
     # At --time-scale 1 a baseline run lasts about 12 s: long beside the seconds a run worker
     # takes to start on two busy cores, so the two hosts' runs overlap for certain (at 20 a
-    # run lasted about 3 s, and once in CI the two hosts' runs came one after another).
+    # run lasts about 3 s, and the two hosts' runs may then come one after another).
     return {"engine": "sim", "model": str(SIM_MODEL), "host": host, "repeats": 2,
             "server_args": ["--gpu", "H100", "--time-scale", "1", "--max-num-seqs", "4", "--enforce-eager"],
             "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 8, "num_prompts": 32}}

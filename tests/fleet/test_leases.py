@@ -1,4 +1,4 @@
-"""Host leases (invariant 9) with real processes: a live holder blocks, a dead one of this
+"""Host leases (docs/design.md, invariant 9) with real processes: a live holder blocks, a dead one of this
 scope is reclaimed, another scope's needs an operator, and runs take and free the lease."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_two_runs_writing_one_fresh_postgres_database_at_once_collide_on_nothing
 
 
 def test_a_module_table_another_process_creates_at_the_same_moment_is_no_error(store) -> None:
-    # What two run workers do on a fresh database (CI: both taking their host's lease at
+    # What two run workers do on a fresh database (both taking their host's lease at
     # once; the loser's CREATE TABLE failed): here the other process wins deterministically,
     # creating the table after this one checked for it and before it creates it.
     leases = HostLeases(store)

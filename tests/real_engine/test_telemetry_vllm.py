@@ -2,7 +2,7 @@
 
 That vLLM's telemetry then reaches the trials table and the baseline's metadata is checked
 by the SSH host's optimize run (tests/fleet/test_ssh_vllm.py), which launches vLLM anyway;
-a run of its own cost seven minutes of this 2-core machine (README, Tests).
+a run of its own would add minutes to the suite (docs/tests.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""framework_release_sensor against a loopback index: one run per new release, invariant 10."""
+"""framework_release_sensor against a loopback index: one run per new release, invariant 10 (docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The climb on sim predictions: from a capped config it keeps the variant that lifts the
-cap, then finds the token budget that only pays after it (DESIGN.md, "Decisions")."""
+cap, then finds the token budget that only pays after it (docs/design.md, "Decisions")."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def test_vllm_record_with_a_non_literal_value_is_unknown_not_partial():
 
 def test_vllm_record_reads_a_config_objects_repr_as_its_fields():
     """Once the profiler is configured vLLM 0.32 logs its ProfilerConfig's repr inside the record
-    (seen on the baseline's server); the record must stay readable for invariant 6."""
+    (seen on the baseline's server); the record must stay readable for invariant 6 (docs/design.md)."""
     line = ("(APIServer pid=27402) INFO 12-04 19:42:57 [api_utils.py:286] non-default args: {'host': '127.0.0.1', "
             "'max_num_seqs': 2, 'profiler_config': ProfilerConfig(profiler='torch', torch_profiler_dir='/t/trace', "
             "torch_profiler_activities=None, torch_profiler_with_stack=False, active_iterations=5), "

@@ -1,4 +1,4 @@
-"""The one ledger fingerprint: a change's identity, never its name (invariant 1)."""
+"""The one ledger fingerprint: a change's identity, never its name (docs/design.md, invariant 1)."""
 
 from __future__ import annotations
 

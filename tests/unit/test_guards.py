@@ -1,4 +1,4 @@
-"""The baseline guards of invariants 6 and 7, decided in one place."""
+"""The baseline guards of invariants 6 and 7 (docs/design.md), decided in one place."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md hold: pure code never reaches Dagster or the outside world.
+"""The layers of docs/design.md hold: pure code never reaches Dagster or the outside world.
 
 Pure code is `hyperloom_assets.core` and the sim. The static check follows every import
 statement, so a pure module that reaches Dagster or a resource through another module is

@@ -19,7 +19,7 @@ from hyperloom_assets.core.models import Strict
 
 Verdict = Literal["pass", "drop", "unavailable"]
 # Calibrated in benchmarks/accuracy_gate.py: every A/A and batching-only pair agreed on
-# every prompt, every corrupting patch agreed on none to few; see the README's table.
+# every prompt, every corrupting patch agreed on none to few; see docs/benchmarks.md, accuracy gate.
 MIN_AGREEMENT = 0.9
 
 

@@ -1,7 +1,7 @@
 """Data versions of the observed inputs: a target's serving config. Pure code.
 
 The engine's identity (git tree or installed release) needs the outside world and lives
-in resources/releases/identity.py; both feed the ledger context of invariant 1.
+in resources/releases/identity.py; both feed the ledger context of invariant 1 (docs/design.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Guards on a baseline, decided in one place (DESIGN.md invariants 6 and 7). Pure code.
+"""Guards on a baseline, decided in one place (docs/design.md, invariants 6 and 7). Pure code.
 
 An agentic (trace replay) baseline served with its prefix cache off would credit the
 cache as a gain later, so it is refused, judged by the engine's own launch account:
@@ -7,7 +7,7 @@ each engine's module says how to read it (hyperloom_assets/core/engines/).
 Invariant 7, as this project reads it: within a run, a failed baseline attempt is
 retried on a fresh server (a crash or a startup timeout may be the launch's, not the
 config's), and the third consecutive failure stops the run with `baseline_failed`; an
-argv error stops it at once (`baseline_arg_error`), and so do a refusal by invariant 6
+argv error stops it at once (`baseline_arg_error`), and so do a refusal by invariant 6 (docs/design.md)
 and a host that fails its preflight (another launch on the same host would meet the
 same). "A retried baseline must change something, or it is dropped as a duplicate" is
 about a later run: a run whose config (args, env, engine) is identical to one that gave

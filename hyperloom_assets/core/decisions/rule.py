@@ -1,4 +1,4 @@
-"""The one table of thresholds and the decision rule (DESIGN.md, "Decisions"). Pure code.
+"""The one table of thresholds and the decision rule (docs/design.md, "Decisions"). Pure code.
 
 A trial compares a variant's launches with the running best's: each side is a list of
 launches, each launch a list of per-repeat output throughputs. gain = (variant - best) /
@@ -11,7 +11,7 @@ it is REVERT. A keeper joins the stack only if a fresh launch of the whole new s
 a REVERT with reason `stack_unstable`. A launch whose measuring runs past
 OVERTIME_FACTOR times the baseline's is stopped there: KILLED_OVERTIME.
 
-Departure from DESIGN.md, measured in benchmarks/decision_launch_noise.py and
+Departure from docs/design.md, measured in benchmarks/decision_launch_noise.py and
 benchmarks/noise.py: the interval is launch-level (stats.launch_gain_interval), because
 repeats on one server share that launch's offset; and the 95% holds for the whole trial,
 not per look (Bonferroni), because looking again after NEEDS_REVIEW is another chance for

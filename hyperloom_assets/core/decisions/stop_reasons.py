@@ -1,6 +1,6 @@
 """Why an optimization run stopped: a closed vocabulary, one line of meaning each. Pure code.
 
-The value is what `final_report`'s `stop_reason` metadata holds and the README lists.
+The value is what `final_report`'s `stop_reason` metadata holds and docs/run.md lists.
 """
 
 from __future__ import annotations
@@ -104,6 +104,6 @@ def describe(reason: StopReason | str) -> str:
 
 
 def markdown_table() -> str:
-    """The vocabulary as a Markdown table, for the README and the report."""
+    """The vocabulary as a Markdown table, for docs/run.md and the report."""
     rows = [f"| `{reason.value}` | {reason.description} |" for reason in StopReason]
     return "\n".join(["| stop reason | meaning |", "|---|---|", *rows])

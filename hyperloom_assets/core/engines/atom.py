@@ -6,7 +6,7 @@ test_atom_contract.py quotes it). `python -m atom.entrypoints.openai_server --mo
 (atom/utils/arg_parser.py, since 6a12488b4) accepts both `--kebab-case` and
 `--snake_case` of every long flag, and BooleanOptionalAction adds `--no-` to each.
 It logs no record of its resolved args that reads as a literal, so its evidence is
-None and invariant 6 reads the requested args. Prefix caching is on by default since
+None and invariant 6 (docs/design.md) reads the requested args. Prefix caching is on by default since
 v0.1.3 (73d039d66) and was off before. The distribution is named `atom`, like an
 unrelated package on PyPI (nucleic's atom, which also installs an `atom` package), so
 the engine is recognised by what it ships, and its releases are not polled there.

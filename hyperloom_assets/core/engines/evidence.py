@@ -9,7 +9,7 @@ with `ast`, never `eval`. A config object inside a record is logged as its datac
 repr (vLLM: `'profiler_config': ProfilerConfig(profiler='torch', ...)` once a profiler
 is configured) and is read as the dict of its fields. A record that is absent, cut off
 or holds a value that is neither a literal nor such a repr gives None: "unknown", which
-invariant 6 leaves alone; a partial record would be a guess (a dropped
+invariant 6 (docs/design.md) leaves alone; a partial record would be a guess (a dropped
 `enable_prefix_caching: False` reads as "cache on").
 """
 

@@ -2,9 +2,9 @@
 
 `hyperloom sim-serve` (hyperloom_assets/sim/) speaks one real engine's flags and log
 lines, chosen by its harness flag `--flavor vllm|sglang|atom`; everything that depends
-on what a target speaks (evidence, invariant 6, the seed grid, accuracy risks) follows
+on what a target speaks (evidence, invariant 6 (docs/design.md), the seed grid, accuracy risks) follows
 that flavor's module. Its own harness flags (`--gpu`, `--time-scale`, ...) are never
-engine args (invariant 3).
+engine args (docs/design.md, invariant 3).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal, Mapping
 
 from hyperloom_assets.core.models import Frozen
 
-# argparse's own words for a rejected argv (invariant 7). Every engine here parses its
+# argparse's own words for a rejected argv (docs/design.md, invariant 7). Every engine here parses its
 # command line with argparse, so every engine shares them.
 ARGPARSE_ERRORS: tuple[str, ...] = ("unrecognized arguments", "invalid choice")
 GRIDS_DIR = Path(__file__).parent / "grids"
@@ -106,7 +106,7 @@ class Series(Frozen):
 
 
 class MetricNames(Frozen):
-    """Where an engine's `/metrics` states what the planner reads (DESIGN.md, Measurement protocol 7).
+    """Where an engine's `/metrics` states what the planner reads (docs/design.md, Measurement protocol 7).
 
     Gauges are sampled during the measured rounds; counters are read as their increase
     over them. A series the engine does not expose (or only behind an option) is None.
@@ -150,7 +150,7 @@ class Profiler(Frozen):
     free_when_idle: bool = False
 
     def flags(self) -> frozenset[str]:
-        """The flags `server_args` adds: the harness's, never part of a config (invariant 3)."""
+        """The flags `server_args` adds: the harness's, never part of a config (docs/design.md, invariant 3)."""
         return frozenset(token for token in self.server_args("") if token.startswith("--"))
 
 

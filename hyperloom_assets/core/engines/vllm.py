@@ -74,9 +74,9 @@ def compile_cache_dirs(env: Mapping[str, str]) -> list[Path]:
 ENGINE = EngineSpec(
     name="vllm",
     listed_at=0,
-    # vLLM CPU without --enforce-eager compiles per batch shape on first use: on a fresh server of the
-    # demo's final stack `vllm bench serve` read 658 tok/s after 8 warm-up requests and 2261 after 32
-    # (concurrency 16), and our client's cold repeats read 439-2020 against 3149 warm (CI, stop 23).
+    # vLLM CPU without --enforce-eager compiles per batch shape on first use: a fresh server reads far
+    # below its warm throughput until it has met each batch shape once, so its warm-up round is two
+    # full waves of the workload's concurrency (docs/run.md, measurement).
     compiles_on_first_use=True,
     # vllm/utils/network_utils.py get_open_zmq_ipc_path: f"ipc://{VLLM_RPC_BASE_PATH}/{uuid4()}",
     # the system temp folder by default; a server stopped by a signal leaves its sockets there

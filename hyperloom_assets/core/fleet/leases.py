@@ -1,4 +1,4 @@
-"""Host leases (invariant 9): who may take a host, decided from the holder on record. Pure code.
+"""Host leases (docs/design.md, invariant 9): who may take a host, decided from the holder on record. Pure code.
 
 A holder names its owner scope (boot id, PID-namespace inode, start time of the
 namespace's PID 1: one container on one boot), the run, the pid with its start time

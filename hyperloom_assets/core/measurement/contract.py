@@ -7,7 +7,7 @@ from hyperloom_assets.core.models import Strict
 
 
 class WorkloadContract(Strict):
-    """What every measurement of a target reuses (invariant 4), fixed by its baseline."""
+    """What every measurement of a target reuses (docs/design.md, invariant 4), fixed by its baseline."""
     workload: Workload
     vocab_size: int
     max_model_len: int

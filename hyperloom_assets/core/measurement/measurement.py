@@ -2,7 +2,7 @@
 
 Pure code: the shape every producer fills (our client, the sim's predictor, peers'
 result files) and every consumer reads (assets, decisions, reports). Metric names follow
-DESIGN.md's `baseline` metadata keys and `vllm bench serve`.
+docs/design.md's `baseline` metadata keys and `vllm bench serve`.
 """
 
 from __future__ import annotations

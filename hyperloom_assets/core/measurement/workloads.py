@@ -57,7 +57,7 @@ def default_num_prompts(concurrency: int, isl: int, osl: int) -> int:
 def default_warmups(concurrency: int, compiles_on_first_use: bool = False) -> int:
     """Requests in the discarded warm-up round: min(concurrency, 8), the reference's default;
     two full waves where the engine compiles each batch shape the first time it meets one,
-    so the measured rounds do not pay for it (DESIGN.md, measurement protocol step 4)."""
+    so the measured rounds do not pay for it (docs/design.md, measurement protocol step 4)."""
     return 2 * concurrency if compiles_on_first_use else min(concurrency, 8)
 
 

@@ -1,6 +1,6 @@
 """What binds a served config, read from the engine's telemetry and the roofline. Pure code.
 
-The planner diagnoses before it chooses knobs (DESIGN.md, Measurement protocol 7): a
+The planner diagnoses before it chooses knobs (docs/design.md, Measurement protocol 7): a
 config whose KV cache is full, that preempts, or whose requests queue while the
 sequence cap is not reached is KV-bound, and knobs that give KV room go first; a
 running batch that sits at the cap with a queue behind it is cap-bound; and so on down

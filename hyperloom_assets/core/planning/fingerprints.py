@@ -1,4 +1,4 @@
-"""The one fingerprint function of the explore ledger (DESIGN.md invariant 1). Pure code.
+"""The one fingerprint function of the explore ledger (docs/design.md, invariant 1). Pure code.
 
 A fingerprint names a change (args added, args removed, env set, env unset, source
 patches by the sha256 of their text), never a variant's or a patch file's name, so a
@@ -88,7 +88,7 @@ def _agentic_prompts(trace: Path | None) -> int | None:
 
 def workload_signature(workload: Workload, model: str | Path | None = None,
                        num_prompts: int | None = None, warmups: int | None = None) -> dict:
-    """What a measurement's numbers depend on besides the server (invariant 4)."""
+    """What a measurement's numbers depend on besides the server (docs/design.md, invariant 4)."""
     if num_prompts is None:
         if workload.kind == "agentic":
             num_prompts = _agentic_prompts(workload.trace)

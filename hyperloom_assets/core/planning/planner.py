@@ -256,7 +256,7 @@ def _touched_keys(variant: Variant) -> set[str]:
 
 def _flips_operator_boolean(variant: Variant, operator_args: list[str], booleans: frozenset[str]) -> bool:
     # `--enable-x` over an operator's `--no-enable-x` is a counter-flag; dropping the
-    # operator's flag is the ablation's job (invariant 2).
+    # operator's flag is the ablation's job (docs/design.md, invariant 2).
     written = {setting_key(s.flag): s.flag for s in split_args(operator_args, booleans) if s.flag and s.value is None}
     for setting in split_args(variant.add_args, booleans):
         key = setting_key(setting.flag) if setting.flag else ""

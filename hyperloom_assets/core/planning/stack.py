@@ -10,7 +10,7 @@ from hyperloom_assets.core.planning.variants import Composition, Variant, compos
 
 
 def composition(target: Target, keepers: list[Variant]) -> Composition:
-    """The operator's config with the keepers on top; harness flags never enter (invariant 3)."""
+    """The operator's config with the keepers on top; harness flags never enter (docs/design.md, invariant 3)."""
     return compose(target.server_args, target.env, keepers, harness_flags_for(target.engine))
 
 

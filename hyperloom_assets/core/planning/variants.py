@@ -309,7 +309,7 @@ def compose(base_args: list[str], base_env: dict[str, str], keepers: list[Varian
             boolean_flags: frozenset[str] = KNOWN_BOOLEAN_FLAGS) -> Composition:
     """The stack: the keepers applied in order on the base, later keepers winning.
 
-    A keeper that would add or drop a harness flag is refused (invariant 3).
+    A keeper that would add or drop a harness flag is refused (docs/design.md, invariant 3).
     """
     harness_keys = {setting_key(f) for f in harness_flags}
     arg_owners: dict[str, tuple[str, str | None]] = {}
