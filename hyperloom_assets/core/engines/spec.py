@@ -145,8 +145,10 @@ class Profiler(Frozen):
     trace_glob: str = "**/*.pt.trace.json*"
     stop_timeout_s: float = 300.0  # writing a trace takes a while on a busy host
     # Configured but idle, it leaves the measured rounds alone, as benchmarks/profiler_configured.py
-    # shows for this engine: then the baseline's own server carries it and the profile costs no
-    # launch. Unshown, the profile takes a launch of its own, so the anchor is never in doubt.
+    # shows for this engine ("not slowed": a slowdown over its margin ruled out): then the
+    # baseline's own server carries it and the profile costs no launch. Unshown, the profile
+    # takes a launch of its own, so the anchor is never in doubt. tests/unit/
+    # test_profiler_evidence.py holds this flag to the engine's committed result.
     free_when_idle: bool = False
 
     def flags(self) -> frozenset[str]:
