@@ -38,7 +38,7 @@ import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
 from benchmarks.support.llm_servers import environment, scripted, vllm_tiny  # noqa: E402
-from benchmarks.support.results import RESULTS_DIR, write_results  # noqa: E402
+from benchmarks.support.results import RESULTS_DIR, start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
 from hyperloom_assets.core.planning.variants import compose  # noqa: E402
@@ -119,7 +119,7 @@ def main() -> int:
     parser.add_argument("--model")
     parser.add_argument("--add", action="store_true",
                         help="keep the other proposers' rows of the results file (to add a column)")
-    args = parser.parse_args()
+    args, run = start_run(parser)
     if args.provider or args.model:
         if not (args.provider and args.model):
             parser.error("--provider and --model go together")
@@ -148,7 +148,7 @@ def main() -> int:
 def save(rows: list[dict]) -> None:
     write_results("proposer_sim", {"scenario": {"model": "llama-3-8b", "gpu": "H100", "workload": WORKLOAD,
                                                 "operator_args": OPERATOR, "harness": HARNESS},
-                                   "budget": "max_trials (candidate measurements)", "rows": rows})
+                                   "budget": "max_trials (candidate measurements)", "rows": rows}, run)
 
 
 def previous_rows() -> list[dict]:
