@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
-# A benchmark's own output lands here while it runs (and a partial rerun reads it back):
-# untracked files there do not make the code that runs differ from the commit.
+# Benchmarks' own output: results written by earlier runs of this session change no code
+# that runs, so they do not make the tree dirty (a run of several benchmarks in a row).
 OWN_OUTPUT = "benchmarks/results/"
 
 
@@ -71,12 +71,12 @@ def git_commit(root: Path = ROOT) -> str:
 
 
 def dirty_files(root: Path = ROOT) -> list[str] | None:
-    """`git status --porcelain` lines, less untracked files under benchmarks/results/; None: git failed."""
+    """`git status --porcelain` lines, less those under benchmarks/results/; None: git failed."""
     try:
-        lines = _git(root, "status", "--porcelain").splitlines()
+        lines = _git(root, "status", "--porcelain", "--untracked-files=all").splitlines()
     except (OSError, subprocess.SubprocessError):
         return None
-    return [line for line in lines if not (line.startswith("??") and line[3:].startswith(OWN_OUTPUT))]
+    return [line for line in lines if not line[3:].startswith(OWN_OUTPUT)]
 
 
 def _load() -> list[float]:
