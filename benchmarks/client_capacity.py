@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--server-cpus", default="0")
     parser.add_argument("--client-cpus", default="1")
     parser.add_argument("--burst", type=int, default=64)
-    args, run = start_run(parser)
+    args, bench_run = start_run(parser)
     port = allocate_port()
     base_url = f"http://127.0.0.1:{port}"
     rows: dict[str, list[dict]] = {"hyperloom": [], "vllm": []}
@@ -75,7 +75,7 @@ def main() -> int:
         print(f"{name:<12} {per_round:<44} {summary[name]:>10.0f}")
     print(f"ours / vLLM's: {ratio:.2f}  (target >= 1.00: {'met' if ratio >= 1 else 'NOT met'})")
     write_results("client_capacity", {"config": vars(args), "runs": rows, "mean_tokens_per_s": summary,
-                                      "ratio": ratio, "target_met": ratio >= 1}, run)
+                                      "ratio": ratio, "target_met": ratio >= 1}, bench_run)
     return 0
 
 

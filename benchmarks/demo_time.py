@@ -49,7 +49,7 @@ def read_demo(log: str, report: dict) -> dict:
 
 
 def main() -> int:
-    _, run = start_run(argparse.ArgumentParser(description=__doc__))
+    _, bench_run = start_run(argparse.ArgumentParser(description=__doc__))
     log_path = ROOT / ".dagster_home" / "demo_time.log"
     log_path.parent.mkdir(exist_ok=True)
     with log_path.open("w") as out:
@@ -58,7 +58,7 @@ def main() -> int:
         print(f"make demo failed (exit {code}); see {log_path}")
         return code
     result = read_demo(log_path.read_text(), latest_report(ROOT / ".dagster_home"))
-    write_results("demo_time", result, run)
+    write_results("demo_time", result, bench_run)
     print(f"make demo: job {result['job_s']:.0f} s (budget {BUDGET_S} s: "
           f"{'met' if result['within_budget'] else 'not met'}), {result['launch_count']} launches {result['launches']}")
     print(result["headline"])

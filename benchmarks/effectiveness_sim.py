@@ -147,7 +147,7 @@ def main() -> int:
     parser.add_argument("--only", default=None, help="run the scenarios whose name contains this")
     parser.add_argument("--workers", type=int, default=2, help="processes for the exhaustive grid")
     parser.add_argument("--seed", type=int, default=0, help="the climb's noise seeds start here")
-    args, run = start_run(parser)
+    args, bench_run = start_run(parser)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         trace = Path(folder) / "agentic_synthetic.jsonl"
@@ -158,7 +158,7 @@ def main() -> int:
     print(f"\n{passed}/{len(rows)} scenarios reach {SHARE_TARGET:.0%} of the attainable gain with at most "
           f"{LAUNCH_RATIO_TARGET:.0%} of the grid's launches; {time.monotonic() - started:.0f} s")
     write_results("effectiveness_sim", {"share_target": SHARE_TARGET, "launch_ratio_target": LAUNCH_RATIO_TARGET,
-                                        "seed": args.seed, "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows}, run)
+                                        "seed": args.seed, "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows}, bench_run)
     return 0 if passed == len(rows) else 1
 
 

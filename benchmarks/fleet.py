@@ -80,7 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=8)
     parser.add_argument("--hosts", type=int, default=2)
-    args, run = start_run(parser)
+    args, bench_run = start_run(parser)
     root = Path(tempfile.mkdtemp(prefix="hyperloom-fleet-"))
     postgres, redis, sshds = start_postgres(), start_redis(), []
     try:
@@ -102,7 +102,7 @@ def main() -> int:
     print_table(result)
     for target, why in result["failures"].items():
         print(f"failed: {target}: {why}")
-    write_results("fleet", result, run)
+    write_results("fleet", result, bench_run)
     met = (result["makespan_over_ideal"] <= MAKESPAN_GOAL and not sum(result["overlaps_per_host"].values())
            and not result["stale_leases"] and result["succeeded"] == result["targets"])
     return 0 if met else 1

@@ -71,7 +71,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--target", default="tiny-llama-cpu", help="a target file's name in targets/")
     parser.add_argument("--pairs", type=int, default=4)
-    args, run = start_run(parser)
+    args, bench_run = start_run(parser)
     target = load_target(ROOT / "targets", args.target)
     spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env)
     contract = workload_contract(target)
@@ -95,7 +95,7 @@ def main() -> int:
     write_results(f"profiler_configured_{args.target}", {
         "config": vars(args), "engine": target.engine, "server_args": target.server_args,
         "contract": contract.model_dump(mode="json"), "launches": launches,
-        "gain_pct": gain, "ci_low_pct": low, "ci_high_pct": high, "verdict": verdict}, run)
+        "gain_pct": gain, "ci_low_pct": low, "ci_high_pct": high, "verdict": verdict}, bench_run)
     return 0
 
 

@@ -65,7 +65,7 @@ def summary(cases: list[dict], wall_s: float) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    _, run = start_run(parser)
+    _, bench_run = start_run(parser)
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
         env = {**os.environ, "PYTEST_ADDOPTS": f"--junitxml={junit}"}
@@ -83,7 +83,7 @@ def main() -> int:
     print("\nslowest:")
     for case in result["slowest"]:
         print(f"{case['seconds']:>8.1f} s  {case['test']}")
-    write_results("suite_time", result, run)
+    write_results("suite_time", result, bench_run)
     return done.returncode
 
 
