@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import RunStart, start_run, write_results  # noqa: E402
 from hyperloom_assets.core.accuracy.agreement import MIN_AGREEMENT, PromptOutput, judge  # noqa: E402
 from hyperloom_assets.core.config.targets import AgreementCheck  # noqa: E402
 from hyperloom_assets.core.engines import engine_for  # noqa: E402
@@ -74,7 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--engine", choices=sorted(SETUPS), default="vllm")
     parser.add_argument("--baselines", type=int, default=7)
-    options = parser.parse_args()
+    options, bench_run = start_run(parser)
     engine, setup, check = options.engine, SETUPS[options.engine], AgreementCheck()
     started = time.monotonic()
     rows: list[dict] = []
@@ -106,10 +106,11 @@ def main() -> int:
         fp8_note = fp8 if isinstance(fp8, str) else None
         if isinstance(fp8, list):
             rows += [pair_row("fp8 KV", " ".join(setup["fp8"]), base, fp8) for base in bases]
-    return report(engine, rows, fp8_note, time.monotonic() - started, options)
+    return report(engine, rows, fp8_note, time.monotonic() - started, options, bench_run)
 
 
-def report(engine: str, rows: list[dict], fp8_note: str | None, elapsed_s: float, options) -> int:
+def report(engine: str, rows: list[dict], fp8_note: str | None, elapsed_s: float, options,
+           bench_run: RunStart) -> int:
     print(f"\n{'kind':<11} {'variant':<28} {'pairs':>5} {'dropped':>7} {'agreed (min..max of 32)':>24} {'identical':>10}")
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
@@ -136,7 +137,7 @@ def report(engine: str, rows: list[dict], fp8_note: str | None, elapsed_s: float
     write_results(f"accuracy_gate_{engine}", {"config": vars(options), "min_agreement": MIN_AGREEMENT,
                                               "false_drop_rate": false_drop, "aa_pairs": len(aa),
                                               "corrupting_detected": detected, "fp8_note": fp8_note,
-                                              "summary": summary, "pairs": rows, "elapsed_s": round(elapsed_s, 1)})
+                                              "summary": summary, "pairs": rows, "elapsed_s": round(elapsed_s, 1)}, bench_run)
     return 0
 
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.peers import pinned, running_server, vllm_bench_serve_argv  # noqa: E402
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
 TOKENIZER = ROOT / ".cache" / "models" / "tiny-llama"  # vLLM's client needs one for its random dataset
@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--server-cpus", default="0")
     parser.add_argument("--client-cpus", default="1")
     parser.add_argument("--burst", type=int, default=64)
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     port = allocate_port()
     base_url = f"http://127.0.0.1:{port}"
     rows: dict[str, list[dict]] = {"hyperloom": [], "vllm": []}
@@ -75,7 +75,7 @@ def main() -> int:
         print(f"{name:<12} {per_round:<44} {summary[name]:>10.0f}")
     print(f"ours / vLLM's: {ratio:.2f}  (target >= 1.00: {'met' if ratio >= 1 else 'NOT met'})")
     write_results("client_capacity", {"config": vars(args), "runs": rows, "mean_tokens_per_s": summary,
-                                      "ratio": ratio, "target_met": ratio >= 1})
+                                      "ratio": ratio, "target_met": ratio >= 1}, bench_run)
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.decisions.history import prior_from  # noqa: E402
 from hyperloom_assets.core.measurement.stats import LaunchNoise  # noqa: E402
@@ -77,7 +77,7 @@ def table(rows: list[dict], history: bool, trials: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=2000)
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     rows = []
     for history in (False, True):
         for launch_sd in LAUNCH_SDS:
@@ -95,7 +95,7 @@ def main() -> None:
           f"at 5% launch sd a true +10% is kept {pooled['keep_pct']:.1f}% (target >= 80%), false KEEP "
           f"{false_keep['keep_pct']:.1f}% (target <= 2%)")
     write_results("decision_launch_noise", {"trials": args.trials, "history_groups": HISTORY_GROUPS, "rows": rows,
-                                            "worst_false_keep_pct": worst})
+                                            "worst_false_keep_pct": worst}, bench_run)
 
 
 if __name__ == "__main__":

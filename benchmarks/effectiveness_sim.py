@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import OfflineClimb, SimScenario, run_offline_climb, true_throughput  # noqa: E402
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from benchmarks.support.sim_grid import exhaustive_grid, grid_families, grid_points  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
@@ -147,7 +147,7 @@ def main() -> int:
     parser.add_argument("--only", default=None, help="run the scenarios whose name contains this")
     parser.add_argument("--workers", type=int, default=2, help="processes for the exhaustive grid")
     parser.add_argument("--seed", type=int, default=0, help="the climb's noise seeds start here")
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         trace = Path(folder) / "agentic_synthetic.jsonl"
@@ -158,7 +158,7 @@ def main() -> int:
     print(f"\n{passed}/{len(rows)} scenarios reach {SHARE_TARGET:.0%} of the attainable gain with at most "
           f"{LAUNCH_RATIO_TARGET:.0%} of the grid's launches; {time.monotonic() - started:.0f} s")
     write_results("effectiveness_sim", {"share_target": SHARE_TARGET, "launch_ratio_target": LAUNCH_RATIO_TARGET,
-                                        "seed": args.seed, "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows})
+                                        "seed": args.seed, "synthetic_trace": SYNTHETIC_TRACE, "scenarios": rows}, bench_run)
     return 0 if passed == len(rows) else 1
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from benchmarks.support import fault_runs, fault_scenarios as scenarios  # noqa: E402
 from benchmarks.support.fleet_services import start_postgres  # noqa: E402
-from benchmarks.support.results import STARTED_ON_COMMIT, write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.sim.engine_args import FAULTS  # noqa: E402
 
 COLUMNS = ("fault", "engine", "outcome", "leaked", "measured_twice", "lost", "recover_s")
@@ -83,7 +83,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-vllm", action="store_true", help="the sim rows only")
     parser.add_argument("--only", default="", help="rows whose key contains this")
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     with tempfile.TemporaryDirectory(prefix="hyperloom-tiny-") as folder:
         model = Path(folder) / "tiny-llama"
         plan = sim_rows()
@@ -102,8 +102,8 @@ def main() -> int:
             print(f"{r['fault']}: {r['detail']}")
     if args.only:  # a partial rerun replaces its rows in the last full run's results; each row keeps its commit
         kept = [r for r in _previous_rows() if (r["fault"], r["engine"]) not in {(n["fault"], n["engine"]) for n in results}]
-        results = kept + [{"commit": STARTED_ON_COMMIT, **r} for r in results]
-    write_results("faults", results)
+        results = kept + [{"commit": bench_run.commit, **r} for r in results]
+    write_results("faults", results, bench_run)
     return 0 if all(r["leaked"] == r["measured_twice"] == r["lost"] == 0 for r in results) else 1
 
 

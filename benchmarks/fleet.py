@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from benchmarks.support.fleet_run import (  # noqa: E402
     backfill, deployed, failures, fleet_env, overlaps, wait_finished, write_fleet)
 from benchmarks.support.fleet_services import start_postgres, start_redis, start_sshd  # noqa: E402
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.resources.store.leases import HostLeases  # noqa: E402
 from hyperloom_assets.resources.store.results import ResultStore  # noqa: E402
 
@@ -80,7 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=8)
     parser.add_argument("--hosts", type=int, default=2)
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     root = Path(tempfile.mkdtemp(prefix="hyperloom-fleet-"))
     postgres, redis, sshds = start_postgres(), start_redis(), []
     try:
@@ -102,7 +102,7 @@ def main() -> int:
     print_table(result)
     for target, why in result["failures"].items():
         print(f"failed: {target}: {why}")
-    write_results("fleet", result)
+    write_results("fleet", result, bench_run)
     met = (result["makespan_over_ideal"] <= MAKESPAN_GOAL and not sum(result["overlaps_per_host"].values())
            and not result["stale_leases"] and result["succeeded"] == result["targets"])
     return 0 if met else 1

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.peers import running_server, vllm_server_argv  # noqa: E402
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import RunStart, start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.decisions.rule import Outcome  # noqa: E402
@@ -97,7 +97,7 @@ def pinned_or_shared_launch(arm: str, index: int, args: argparse.Namespace, work
             "client_loop_lag_p99_ms": m.client_loop_lag_p99_ms, "load": [load_before, os.getloadavg()[0]]}
 
 
-def compare_pinning(args: argparse.Namespace) -> int:
+def compare_pinning(args: argparse.Namespace, bench_run: RunStart) -> int:
     launches: dict[str, list[dict]] = {"pinned": [], "shared": []}
     with tempfile.TemporaryDirectory() as scratch:
         for index in range(args.compare_pinning):
@@ -122,7 +122,7 @@ def compare_pinning(args: argparse.Namespace) -> int:
     print(f"pinned/shared throughput per pair: median {statistics.median(ratios):.3f} "
           f"(range {min(ratios):.3f}-{max(ratios):.3f})")
     write_results("noise_pinning", {"config": vars(args), "workload": workload_for("vllm").model_dump(mode="json"),
-                                    "launches": launches, "summary": summary, "pinned_over_shared": ratios})
+                                    "launches": launches, "summary": summary, "pinned_over_shared": ratios}, bench_run)
     return 0
 
 
@@ -136,9 +136,9 @@ def main() -> int:
     parser.add_argument("--sim-model", default="models/llama-3-8b")
     parser.add_argument("--compare-pinning", type=int, default=0, metavar="N",
                         help="instead: N pinned and N shared vLLM CPU launches, alternating")
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     if args.compare_pinning:
-        return compare_pinning(args)
+        return compare_pinning(args, bench_run)
     workload = workload_for(args.engine)
     outcomes: collections.Counter[str] = collections.Counter()
     pairs = []
@@ -172,7 +172,7 @@ def main() -> int:
           f"{sum(p['launches'] for p in pairs) / len(pairs):.2f} launches per pair")
     write_results(f"noise_{args.engine}", {"config": vars(args), "workload": workload.model_dump(mode="json"),
                                            "outcomes": dict(outcomes), "false_keep_rate": false_keep,
-                                           "target_met": false_keep <= FALSE_KEEP_TARGET, "pairs": pairs})
+                                           "target_met": false_keep <= FALSE_KEEP_TARGET, "pairs": pairs}, bench_run)
     return 0
 
 

@@ -25,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.definitions import build_defs, check_foreign_servers
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.store.results import ResultStore
@@ -82,13 +82,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", action="append", help="a shipped target name (repeatable)")
     parser.add_argument("--max-trials", type=int, default=None)
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     rows = [measure(name, args.max_trials) for name in (args.target or ["sim-llama-8b-h100"])]
     print(f"{'target':<22} {'ok':>3} {'launches':>8} {'wall s':>8} {'server s':>9} {'overhead s':>10} {'overhead %':>10}")
     for r in rows:
         print(f"{r['target']:<22} {'yes' if r['success'] else 'no':>3} {r['launches']:>8} {r['wall_s']:>8.1f} "
               f"{r['server_s']:>9.1f} {r['overhead_s']:>10.1f} {r['overhead_pct']:>9.2f}%")
-    write_results("overhead", rows)
+    write_results("overhead", rows, bench_run)
 
 
 if __name__ == "__main__":

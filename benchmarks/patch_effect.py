@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines import engine_for  # noqa: E402
 from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
@@ -44,7 +44,7 @@ def main() -> int:
     parser.add_argument("--max-num-seqs", default="16", help="16: the demo's first keeper, where its climb tries "
                         "the patch; 2: the demo operator's")
     parser.add_argument("--repeats", type=int, default=2)
-    options = parser.parse_args()
+    options, bench_run = start_run(parser)
     patch = library_patch(engine_for("vllm"), options.patch)
     args = ["--max-num-seqs", options.max_num_seqs, "--enforce-eager", "--max-model-len", "1024"]
     sides: dict[str, list[list[float]]] = {"base": [], "patch": []}
@@ -73,7 +73,7 @@ def main() -> int:
           f"{(time.monotonic() - started) / 60:.1f} min")
     write_results(f"patch_effect_{options.patch}_seqs{options.max_num_seqs}",
                   {"config": vars(options), "workload": WORKLOAD.model_dump(mode="json"), "launches": sides,
-                   "means": means, "gain_pct": gain, "ci_low_pct": low, "ci_high_pct": high})
+                   "means": means, "gain_pct": gain, "ci_low_pct": low, "ci_high_pct": high}, bench_run)
     return 0
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from scipy import stats  # noqa: E402
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.assets.baseline import workload_contract  # noqa: E402
 from hyperloom_assets.core.config.targets import load_target  # noqa: E402
 from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--target", default="tiny-llama-cpu", help="a target file's name in targets/")
     parser.add_argument("--pairs", type=int, default=4)
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     target = load_target(ROOT / "targets", args.target)
     spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env)
     contract = workload_contract(target)
@@ -115,7 +115,7 @@ def main() -> int:
         "config": vars(args), "engine": target.engine, "server_args": target.server_args,
         "contract": contract.model_dump(mode="json"), "launches": launches,
         "gain_pct": gain, "ci_low_pct": low, "ci_high_pct": high, "margin_pct": MARGIN_PCT,
-        "verdict": verdict})
+        "verdict": verdict}, bench_run)
     return 0
 
 

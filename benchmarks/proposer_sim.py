@@ -38,7 +38,7 @@ import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
 from benchmarks.support.llm_servers import environment, scripted, vllm_tiny  # noqa: E402
-from benchmarks.support.results import RESULTS_DIR, write_results  # noqa: E402
+from benchmarks.support.results import RESULTS_DIR, RunStart, start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
 from hyperloom_assets.core.planning.variants import compose  # noqa: E402
@@ -119,7 +119,7 @@ def main() -> int:
     parser.add_argument("--model")
     parser.add_argument("--add", action="store_true",
                         help="keep the other proposers' rows of the results file (to add a column)")
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     if args.provider or args.model:
         if not (args.provider and args.model):
             parser.error("--provider and --model go together")
@@ -141,14 +141,14 @@ def main() -> int:
                           f"{row['measured_gain_pct']:+7.2f}%  launches {row['launches']:2d}  calls {row['llm_calls']} "
                           f"(fell back {row['rounds_fell_back']}/{row['rounds']})  kept {row['kept']}", flush=True)
                     rows.append(row)
-                    save(rows)  # each row as it lands: a later column that fails loses nothing
+                    save(rows, bench_run)  # each row as it lands: a later column that fails loses nothing
     return 0
 
 
-def save(rows: list[dict]) -> None:
+def save(rows: list[dict], bench_run: RunStart) -> None:
     write_results("proposer_sim", {"scenario": {"model": "llama-3-8b", "gpu": "H100", "workload": WORKLOAD,
                                                 "operator_args": OPERATOR, "harness": HARNESS},
-                                   "budget": "max_trials (candidate measurements)", "rows": rows})
+                                   "budget": "max_trials (candidate measurements)", "rows": rows}, bench_run)
 
 
 def previous_rows() -> list[dict]:

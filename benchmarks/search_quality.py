@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import SimScenario  # noqa: E402
 from benchmarks.support.proposer_column import KINDS, MAX_ROUNDS, ProposerColumn  # noqa: E402
-from benchmarks.support.results import RESULTS_DIR, machine, write_results  # noqa: E402
+from benchmarks.support.results import RESULTS_DIR, RunStart, machine, start_run, write_results  # noqa: E402
 from benchmarks.support.search_space import Noise, Space  # noqa: E402
 from benchmarks.support.searchers import Picks, climb_search, random_search, tpe_search  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
@@ -300,7 +300,7 @@ def main() -> int:
     parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, help="the proposer's rounds per climb at most")
     parser.add_argument("--add", action="store_true",
                         help="keep the committed columns and compute only the proposer column")
-    args = parser.parse_args()
+    args, bench_run = start_run(parser)
     if (args.proposer == "real") != bool(args.provider and args.model) or (args.proposer != "real" and (
             args.provider or args.model)):
         parser.error("--provider and --model go together, with --proposer real")
@@ -315,7 +315,7 @@ def main() -> int:
     chosen = [s for s in scenarios(synthetic_trace_file()) if not args.only or args.only in s.name]
     rows = {r["scenario"]: r for r in kept["rows"]}
     with column or contextlib.nullcontext():
-        columns = {**kept["columns"], **({column.name: {**column.describe(), "machine": machine()}} if column else {})}
+        columns = {**kept["columns"], **({column.name: {**column.describe(), "machine": machine(bench_run)}} if column else {})}
         for scenario in chosen:
             if args.add and scenario.name not in rows:
                 raise SystemExit(f"--add: {scenario.name} has no committed row; run it without --add first")
@@ -324,7 +324,7 @@ def main() -> int:
             rows[scenario.name] = row
             print(f"{scenario.name}: {row['points']} points, grid {row['grid_s']} s, search {row['search_s']} s"
                   + (f", {column.name} {row['proposer'][column.name]['search_s']} s" if column else ""), flush=True)
-            save(settings, list(rows.values()), columns, kept["machine"])  # each row as it lands
+            save(settings, list(rows.values()), columns, kept["machine"], bench_run)  # each row as it lands
     shown = [rows[s.name] for s in chosen]
     print_table(shown)
     for name in (PLANNER, "planner", *([column.name] if column else [])):
@@ -348,11 +348,11 @@ def previous_payload(settings: dict) -> dict:
             "machine": results.get("other_columns_machine") or previous["machine"]}
 
 
-def save(settings: dict, rows: list[dict], columns: dict, other_columns_machine: dict | None) -> None:
+def save(settings: dict, rows: list[dict], columns: dict, other_columns_machine: dict | None, bench_run: RunStart) -> None:
     payload = {**settings, "searchers": list(SEARCHERS), "proposer_columns": columns, "scenarios": rows}
     if other_columns_machine:  # --add: the other columns are the committed ones, measured there
         payload["other_columns_machine"] = other_columns_machine
-    write_results("search_quality", payload)
+    write_results("search_quality", payload, bench_run)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,14 @@ A ratio well above the time scales the tests use means the sim is never the bott
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.sim.predict import predict
 
@@ -29,6 +30,7 @@ CASES = [
 
 
 def main() -> None:
+    _, bench_run = start_run(argparse.ArgumentParser(description=__doc__))
     rows = []
     for name, args, fields in CASES:
         workload = Workload(concurrency=256, num_prompts=1024, **fields)
@@ -41,7 +43,7 @@ def main() -> None:
     print(f"{'case':<40} {'simulated s':>12} {'cpu s':>8} {'sim s / s':>10}")
     for row in rows:
         print(f"{row['case']:<40} {row['simulated_s']:>12.1f} {row['cpu_s']:>8.2f} {row['sim_s_per_cpu_s']:>10.1f}")
-    write_results("sim_speed", {"concurrency": 256, "gpu": "H100", "model": "llama-3-8b", "rows": rows})
+    write_results("sim_speed", {"concurrency": 256, "gpu": "H100", "model": "llama-3-8b", "rows": rows}, bench_run)
 
 
 if __name__ == "__main__":

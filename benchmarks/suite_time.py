@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.support.results import write_results  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
 
 BUDGET_MIN = 30.0
 
@@ -65,7 +65,7 @@ def summary(cases: list[dict], wall_s: float) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.parse_args()
+    _, bench_run = start_run(parser)
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
         env = {**os.environ, "PYTEST_ADDOPTS": f"--junitxml={junit}"}
@@ -83,7 +83,7 @@ def main() -> int:
     print("\nslowest:")
     for case in result["slowest"]:
         print(f"{case['seconds']:>8.1f} s  {case['test']}")
-    write_results("suite_time", result)
+    write_results("suite_time", result, bench_run)
     return done.returncode
 
 

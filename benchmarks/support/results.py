@@ -1,24 +1,51 @@
-"""The one way a benchmark writes its results: JSON under benchmarks/results/, with the machine.
+"""The one way a benchmark starts and writes its results: JSON under benchmarks/results/.
 
-The README quotes these files; a number is only checkable against its source when the
-file says where and when it was measured (cores, load, CPU, commit), because these
-machines are shared and noisy.
+docs/benchmarks.md is rendered from these files (benchmarks/render_page.py); a number is
+only checkable against its source when the file says what ran it and where: the commit
+and whether the tree matched it, the exact command line, the CPU, its cores and the load
+average at the start and the end of the run (these machines are shared and noisy).
+
+Every benchmark script parses its arguments with `start_run(parser)`, which refuses a
+dirty tree at once (before minutes of measurement) unless `--allow-dirty` is given, and
+passes the returned `RunStart` to `write_results`.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import psutil
+from pydantic import BaseModel, ConfigDict
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+# Benchmarks' own output: results written by earlier runs of this session change no code
+# that runs, so they do not make the tree dirty (a run of several benchmarks in a row).
+OWN_OUTPUT = "benchmarks/results/"
+
+
+class DirtyTree(SystemExit):
+    """The tree differs from its commit and --allow-dirty was not given."""
+
+
+class RunStart(BaseModel):
+    """What a run is from its first moment: the code it loaded, its command, the machine's load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    commit: str
+    dirty: bool | None
+    dirty_files: list[str]
+    command: list[str]
+    started_at: str
+    load_average_at_start: list[float]
 
 
 def _cpu_model() -> str:
@@ -31,44 +58,80 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _git_commit() -> str:
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
+                          timeout=10).stdout
+
+
+def git_commit(root: Path = ROOT) -> str:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, timeout=10).stdout.strip()
+        return _git(root, "rev-parse", "--short", "HEAD").strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
-def _git_dirty() -> bool | None:
-    """Whether tracked files differ from the commit (the run's code is not the commit's); None: unknown."""
+def dirty_files(root: Path = ROOT) -> list[str] | None:
+    """`git status --porcelain` lines, less those under benchmarks/results/; None: git failed."""
     try:
-        return bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, check=True, timeout=10).stdout.strip())
+        lines = _git(root, "status", "--porcelain", "--untracked-files=all").splitlines()
     except (OSError, subprocess.SubprocessError):
         return None
+    return [line for line in lines if not line[3:].startswith(OWN_OUTPUT)]
 
 
-# The commit the benchmark's code was loaded from, and whether the tree matched it: a long
-# run outlives a commit made meanwhile, and HEAD at the end would name code never executed.
-STARTED_ON_COMMIT = _git_commit()
-STARTED_DIRTY = _git_dirty()
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
-def machine() -> dict[str, Any]:
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def check_tree(root: Path, allow_dirty: bool) -> tuple[bool | None, list[str]]:
+    """(dirty, the files that make it so); raises DirtyTree for a dirty tree unless allowed."""
+    files = dirty_files(root)
+    dirty = None if files is None else bool(files)
+    if dirty and not allow_dirty:
+        shown = "\n  ".join(files[:20]) + ("\n  ..." if len(files) > 20 else "")
+        raise DirtyTree(f"refusing to benchmark a dirty tree: the results would name commit {git_commit(root)}, "
+                        f"whose code differs from what would run:\n  {shown}\n"
+                        "commit (or stash) first, or pass --allow-dirty to record the run as dirty: true")
+    return dirty, files or []
+
+
+def start_run(parser: argparse.ArgumentParser, argv: list[str] | None = None,
+              root: Path = ROOT) -> tuple[argparse.Namespace, RunStart]:
+    """Parse the benchmark's arguments (plus --allow-dirty), refuse a dirty tree, note the start."""
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="run on a tree that differs from its commit; the results say dirty: true")
+    args = parser.parse_args(argv)
+    dirty, files = check_tree(root, args.allow_dirty)
+    command = [sys.executable, *(sys.argv if argv is None else [sys.argv[0], *argv])]
+    return args, RunStart(commit=git_commit(root), dirty=dirty, dirty_files=files, command=command,
+                          started_at=_now(), load_average_at_start=_load())
+
+
+def machine(run: RunStart) -> dict[str, Any]:
     """Where and when: what a reader needs to weigh a timing."""
     return {
         "hostname": platform.node(), "cpu": _cpu_model(), "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], "python": platform.python_version(),
-        "git_commit": STARTED_ON_COMMIT, "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(), "git_commit": run.commit,
+        "load_average_1_5_15_at_start": run.load_average_at_start, "load_average_1_5_15_at_end": _load(),
+        "started_at": run.started_at, "finished_at": _now(),
     }
 
 
-def write_results(name: str, payload: dict[str, Any] | list[Any]) -> Path:
-    """benchmarks/results/NAME.json: {"benchmark", "machine", "results"}; returns the path."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({"benchmark": name, "commit": STARTED_ON_COMMIT, "dirty": STARTED_DIRTY,
-                                "machine": machine(), "results": payload}, indent=1) + "\n")
+def write_results(name: str, payload: dict[str, Any] | list[Any], run: RunStart,
+                  results_dir: Path | None = None) -> Path:
+    """RESULTS_DIR/NAME.json: {"benchmark", "commit", "dirty", "command", "machine", "results"}."""
+    folder = results_dir or RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    record = {"benchmark": name, "commit": run.commit, "dirty": run.dirty, "command": run.command,
+              "machine": machine(run), "results": payload}
+    if run.dirty:
+        record["dirty_files"] = run.dirty_files
+    path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path

@@ -1,0 +1,140 @@
+"""Each result's headline table, read from its JSON; docs/benchmarks.md is made of these.
+
+A headline shows figures the JSON holds, never a judgement of its own: whether a target
+was met is rendered from the JSON's own verdict fields (`verdicts`), word for word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Table = tuple[list[str], list[list[Any]]]
+
+# Fields in which a benchmark states its own verdict or target; rendered as they stand.
+VERDICT_KEYS = ("verdict", "target_met", "targets_met", "within_budget", "corrupting_detected")
+TARGET_KEYS = ("share_target", "launch_ratio_target", "budget_s", "budget_min", "targets_pct", "min_agreement")
+
+
+def cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, (list, dict)):
+        return "`" + str(value).replace("|", "/") + "`"
+    return str(value).replace("|", "/").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def pick(rows: list[dict], keys: list[str]) -> Table:
+    return keys, [[row.get(k, "") for k in keys] for row in rows]
+
+
+def accuracy_gate(r: dict) -> Table:
+    return pick(r["summary"], ["kind", "name", "pairs", "dropped", "agreed_min", "agreed_max", "identical_min"])
+
+
+def client_capacity(r: dict) -> Table:
+    return ["client", "mean tokens/s"], [*([k, v] for k, v in r["mean_tokens_per_s"].items()),
+                                         ["ratio (ours / vLLM's)", r["ratio"]]]
+
+
+def decision_launch_noise(r: dict) -> Table:
+    return pick(r["rows"], ["history", "launch_sd_pct", "repeat_sd_pct", "true_gain_pct", "keep_pct", "mean_launches"])
+
+
+def demo_time(r: dict) -> Table:
+    return ["job s", "budget s", "launches", "by step", "headline", "stop reason"], [
+        [r["job_s"], r["budget_s"], r["launch_count"], r["launches"], r["headline"], r["stop_reason"]]]
+
+
+def effectiveness_sim(r: dict) -> Table:
+    return pick(r["scenarios"], ["scenario", "baseline_tok_s", "final_tok_s", "grid_best_tok_s", "share_of_gain",
+                                 "launches", "grid_size", "launch_ratio", "passed"])
+
+
+def faults(r: list) -> Table:
+    return pick(r, ["fault", "engine", "outcome", "leaked", "measured_twice", "lost", "recover_s", "commit"])
+
+
+def fleet(r: dict) -> Table:
+    keys = ["targets", "hosts", "succeeded", "makespan_s", "ideal_s", "makespan_over_ideal", "overlaps_per_host",
+            "stale_leases"]
+    return keys, [[r.get(k) for k in keys]]
+
+
+def noise(r: dict) -> Table:
+    return ["engine", "pairs", "outcomes", "false_keep_rate"], [
+        [r["config"]["engine"], len(r["pairs"]), r["outcomes"], r["false_keep_rate"]]]
+
+
+def overhead(r: list) -> Table:
+    return pick(r, ["target", "success", "wall_s", "server_s", "launches", "overhead_s", "overhead_pct", "target_pct"])
+
+
+def profiler_configured(r: dict) -> Table:
+    return ["engine", "pairs", "gain %", "95% interval %"], [
+        [r["engine"], r["config"]["pairs"], r["gain_pct"], [round(r["ci_low_pct"], 2), round(r["ci_high_pct"], 2)]]]
+
+
+def proposer_sim(r: dict) -> Table:
+    return pick(r["rows"], ["proposer", "budget", "true_gain_pct", "measured_gain_pct", "launches", "llm_calls",
+                            "rounds_fell_back", "stop_reason"])
+
+
+def search_quality(r: dict) -> Table:
+    searchers = ["planner+history", "planner", "tpe", "random"]
+    rows = [[s["scenario"], budget, *(s["median_share"].get(name, {}).get(str(budget), "") for name in searchers),
+             s["ahead_of_tpe"].get(searchers[0], {}).get(str(budget), "")]
+            for s in r["scenarios"] for budget in r["budgets"]]
+    return ["scenario", "launches", *(f"{n} median share" for n in searchers), f"{searchers[0]} ahead_of_tpe"], rows
+
+
+def sim_speed(r: dict) -> Table:
+    return pick(r["rows"], ["case", "simulated_s", "cpu_s", "sim_s_per_cpu_s"])
+
+
+def suite_time(r: dict) -> Table:
+    return ["wall min", "tests min", "budget min", "outcomes", "exit code"], [
+        [r["wall_min"], r["tests_min"], r["budget_min"], r["outcomes"], r.get("exit_code")]]
+
+
+HEADLINES: dict[str, Callable[[Any], Table]] = {
+    "accuracy_gate": accuracy_gate, "client_capacity": client_capacity, "decision_launch_noise": decision_launch_noise,
+    "demo_time": demo_time, "effectiveness_sim": effectiveness_sim, "faults": faults, "fleet": fleet, "noise": noise,
+    "overhead": overhead, "profiler_configured": profiler_configured, "proposer_sim": proposer_sim,
+    "search_quality": search_quality, "sim_speed": sim_speed, "suite_time": suite_time,
+}
+
+
+def headline(name: str, results: Any) -> Table:
+    """The headline of benchmark NAME (its family the longest known prefix); top-level figures otherwise."""
+    family = max((f for f in HEADLINES if name == f or name.startswith(f + "_")), key=len, default=None)
+    if family:
+        return HEADLINES[family](results)
+    scalars = {k: v for k, v in results.items() if not isinstance(v, (dict, list))} if isinstance(results, dict) else {}
+    return ["field", "value"], [[k, v] for k, v in scalars.items()]
+
+
+def verdicts(results: Any) -> list[str]:
+    """The JSON's own verdict fields, as `key: value`; a row's `passed` by the row's name."""
+    if not isinstance(results, dict):
+        return []
+    found = [f"`{k}: {cell(results[k])}`" for k in VERDICT_KEYS if k in results]
+    for key in ("scenarios", "rows"):
+        rows = results.get(key)
+        if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "passed" in rows[0]:
+            found += [f"`{row.get('scenario', i)}: passed: {cell(row['passed'])}`" for i, row in enumerate(rows)]
+    return found
+
+
+def targets(results: Any) -> list[str]:
+    rows = results if isinstance(results, list) else [results]
+    found = {k: row[k] for row in rows if isinstance(row, dict) for k in TARGET_KEYS if k in row}
+    return [f"`{k}: {cell(v)}`" for k, v in found.items()]
