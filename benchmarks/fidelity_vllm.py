@@ -108,7 +108,7 @@ def ours(base_url: str, args: argparse.Namespace, out: Path) -> dict:
     argv = placed([sys.executable, "-m", "hyperloom_assets.cli", "bench", "--base-url", base_url, "--model", args.model,
                    "--workload", "random", "--isl", str(args.isl), "--osl", str(args.osl), "--concurrency",
                    str(args.concurrency), "--num-prompts", str(args.num_prompts), "--warmups", str(args.warmups),
-                   "--seed", str(args.seed), "--records-dir", str(out.with_suffix("")), "--json", str(out)],
+                   "--seed", str(args.seed), "--records-dir", str(out.with_suffix("")), "--json-out", str(out)],
                   args.client_cpus, args)
     subprocess.run(argv, check=True, capture_output=True, cwd=ROOT)
     flat = json.loads(out.read_text())
