@@ -31,6 +31,7 @@ does the same (resources/hosts/run_workers.py). No max_runtime_seconds: a GPU ru
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -84,6 +85,20 @@ def _celery(environ: Mapping[str, str]) -> dict | None:
     return {"broker": {"env": CELERY_BROKER_ENV}, "backend": {"env": backend}}
 
 
+class MissingExtra(RuntimeError):
+    """The environment asks for a fleet tier whose packages (the `fleet` extra) are not installed."""
+
+
+def require(module: str, asked_by: str) -> None:
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses it outright
+        found = False
+    if not found:
+        raise MissingExtra(f"{asked_by} is set, but {module} is not installed: install the fleet extra "
+                           "(pip install -e '.[fleet]')")
+
+
 def postgres_storage(environ: Mapping[str, str]) -> dict | None:
     """dagster-postgres's `postgres_db` for the URL: its parts, the password only as `{env: ...}`.
 
@@ -92,6 +107,7 @@ def postgres_storage(environ: Mapping[str, str]) -> dict | None:
     url = postgres_url(environ)
     if not url:
         return None
+    require("dagster_postgres", POSTGRES_URL_ENV)
     given = environ.get(POSTGRES_PASSWORD_ENV)
     parsed = sa.make_url(url)  # postgres_url gave the password from the environment when the URL has none
     if given and parsed.password is not None and parsed.password != given:
@@ -114,6 +130,7 @@ def instance_yaml(environ: Mapping[str, str]) -> str:
         sections["storage"] = storage
     celery = _celery(environ)
     if celery:
+        require("dagster_celery", CELERY_BROKER_ENV)
         sections["run_launcher"] = {"module": "dagster_celery.launcher", "class": "CeleryRunLauncher",
                                     "config": {**celery, "default_queue": CELERY_DEFAULT_QUEUE}}
     else:  # Celery checks its own workers' health; the default launcher cannot
@@ -167,7 +184,7 @@ def main(argv: list[str]) -> int:
     home = (args.home or Path(os.environ.get("DAGSTER_HOME") or ".dagster_home")).resolve()
     try:
         path = write_instance_config(home)
-    except DatabaseUnavailable as error:
+    except (DatabaseUnavailable, MissingExtra) as error:
         print(f"hyperloom instance-config: {error}", file=sys.stderr)
         return 1
     note = _password_note(os.environ)
