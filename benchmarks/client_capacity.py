@@ -32,7 +32,7 @@ def ours(base_url: str, args: argparse.Namespace, out: Path) -> dict:
     argv = pinned([sys.executable, "-m", "hyperloom_assets.cli", "bench", "--base-url", base_url, "--model", "echo",
                    "--workload", "random", "--isl", str(args.isl), "--osl", str(args.osl), "--concurrency",
                    str(args.concurrency), "--num-prompts", str(args.num_prompts), "--warmups", "4", "--vocab-size",
-                   "2048", "--no-records", "--json", str(out)], args.client_cpus)
+                   "2048", "--no-records", "--json-out", str(out)], args.client_cpus)
     subprocess.run(argv, check=True, capture_output=True, cwd=ROOT)
     flat = json.loads(out.read_text())
     return {"tokens_per_s": flat["output_throughput"], "client_saturated": flat["client_saturated"]}

@@ -33,26 +33,27 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", required=True, help="server root, e.g. http://127.0.0.1:8000 (the client adds /v1)")
     p.add_argument("--model", required=True, help="the served model name; a local folder also gives vocab and max length")
     p.add_argument("--served-model-name", help="send this model name instead of --model")
-    p.add_argument("--workload", required=True, choices=["random", "shared_prefix", "agentic"])
-    p.add_argument("--isl", type=int)
-    p.add_argument("--osl", type=int)
-    p.add_argument("--prefix-len", type=int, default=0)
-    p.add_argument("--trace", type=Path)
-    p.add_argument("--concurrency", type=int, required=True)
-    p.add_argument("--num-prompts", type=int)
+    p.add_argument("--workload", required=True, choices=["random", "shared_prefix", "agentic"],
+                   help="synthetic random prompts, prompts sharing a prefix, or an agentic trace's sessions")
+    p.add_argument("--isl", type=int, help="input tokens per prompt (random, shared_prefix)")
+    p.add_argument("--osl", type=int, help="output tokens per request (random, shared_prefix)")
+    p.add_argument("--prefix-len", type=int, default=0, help="tokens of the shared prefix (shared_prefix)")
+    p.add_argument("--trace", type=Path, help="the JSONL trace (agentic; hyperloom agentic-trace writes one)")
+    p.add_argument("--concurrency", type=int, required=True, help="requests in flight at once")
+    p.add_argument("--num-prompts", type=int, help="requests per repeat (default: 2 to 10 x concurrency, more for short requests)")
     p.add_argument("--warmups", type=int, default=None, help="warm-up requests (default min(concurrency, 8))")
-    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=1, help="measured repeats, for a confidence interval (default 1)")
     p.add_argument("--request-rate", type=float, help="Poisson arrivals, requests/s (default: all at once)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the prompts' and arrivals' seed (default 0)")
     vocab = p.add_mutually_exclusive_group()
     vocab.add_argument("--tokenizer-dir", type=Path, help="a folder with config.json or tokenizer.json")
-    vocab.add_argument("--vocab-size", type=int)
+    vocab.add_argument("--vocab-size", type=int, help=f"token ids to draw prompts from (default {DEFAULT_VOCAB_SIZE})")
     p.add_argument("--max-model-len", type=int, help="default: max_position_embeddings of a local --model")
-    p.add_argument("--slo-ttft-ms", type=float)
-    p.add_argument("--slo-tpot-ms", type=float)
-    p.add_argument("--json", type=Path, required=True, dest="json_out")
-    p.add_argument("--records-dir", type=Path, help="per-request JSONL (default: beside --json)")
-    p.add_argument("--no-records", action="store_true")
+    p.add_argument("--slo-ttft-ms", type=float, help="a time-to-first-token SLO: report goodput against it")
+    p.add_argument("--slo-tpot-ms", type=float, help="a time-per-output-token SLO: report goodput against it")
+    p.add_argument("--json-out", type=Path, required=True, metavar="PATH", help="write the measurement as JSON here")
+    p.add_argument("--records-dir", type=Path, help="per-request JSONL (default: beside --json-out)")
+    p.add_argument("--no-records", action="store_true", help="write no per-request records")
     return p
 
 
@@ -152,16 +153,21 @@ def bench_main(argv: list[str]) -> int:
     return 0
 
 
-def trace_main(argv: list[str]) -> int:
+def trace_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hyperloom agentic-trace", description="Write a synthetic agentic trace (JSONL).")
-    p.add_argument("--sessions", type=int, required=True)
-    p.add_argument("--turns", type=int, required=True)
-    p.add_argument("--first-user-tokens", type=int, default=1024)
-    p.add_argument("--user-tokens", type=int, default=128)
-    p.add_argument("--output-tokens", type=int, default=128)
-    p.add_argument("--think-ms", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--sessions", type=int, required=True, help="independent sessions (each a conversation)")
+    p.add_argument("--turns", type=int, required=True, help="turns per session")
+    p.add_argument("--first-user-tokens", type=int, default=1024, help="the first turn's prompt tokens, give or take 25%% (default 1024)")
+    p.add_argument("--user-tokens", type=int, default=128, help="new user tokens each later turn, give or take 25%% (default 128)")
+    p.add_argument("--output-tokens", type=int, default=128, help="output tokens per turn (default 128)")
+    p.add_argument("--think-ms", type=float, default=0.0, help="pause between a reply and the next turn (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="the trace's seed (default 0)")
+    p.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    return p
+
+
+def trace_main(argv: list[str]) -> int:
+    p = trace_parser()
     args, code = _parsed(p, argv)
     if args is None:
         return code

@@ -60,11 +60,15 @@ def print_summary(target: str) -> None:
           "(dagster dev -w workspace.yaml) and look at the target's partition.")
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m hyperloom_assets.cli.demo", description=__doc__.splitlines()[0].strip("`"))
+    p.add_argument("--job", default="optimize_job", help="the Dagster job to run (default optimize_job)")
+    p.add_argument("--target", default="tiny-llama-cpu", help="the target (the job's partition) to run it for")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hyperloom_assets.cli.demo")
-    parser.add_argument("--job", default="optimize_job")
-    parser.add_argument("--target", default="tiny-llama-cpu")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     home = Path(os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)

@@ -9,14 +9,18 @@ from pathlib import Path
 from hyperloom_assets.core.engines import engine_for, engine_names
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="hyperloom framework-tree")
-    commands = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom framework-tree", description="A patchable git tree of an installed engine.")
+    commands = p.add_subparsers(dest="command", required=True, help="what to do")
     init = commands.add_parser("init", help="make DIR a git repository of the engine installed in the venv")
-    init.add_argument("--engine", required=True, choices=engine_names())
+    init.add_argument("--engine", required=True, choices=engine_names(), help="the engine whose installed code to copy")
     init.add_argument("--python", type=Path, default=None, help="the serving interpreter (default: this one)")
-    init.add_argument("dir", type=Path)
-    args = parser.parse_args(argv)
+    init.add_argument("dir", type=Path, help="the folder to make the tree in")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     from hyperloom_assets.resources.trees.init import TreeInitError, init_tree
 
     try:

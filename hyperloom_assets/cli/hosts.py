@@ -1,15 +1,18 @@
-"""`hyperloom hosts check [NAME]` and `hyperloom hosts bootstrap NAME`.
+"""`hyperloom hosts check [NAME] [--json]` and `hyperloom hosts bootstrap NAME`.
 
 `check` connects to each host of the hosts file (or the one named) and prints what it
 finds there: the engines its interpreter has, the GPUs it sees and their memory in
-use, a free port, and its clock's skew from this machine's. `bootstrap` installs this
-project's client (the host agent and the benchmark client) into an SSH host's `python`.
+use, a free port, and its clock's skew from this machine's; with `--json`, one JSON
+document on stdout instead (`ok`, the hosts file's problems, and per host `ok` with its
+facts or its error). `bootstrap` installs this project's client (the host agent and the
+benchmark client) into an SSH host's `python`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import subprocess
 import sys
 import tempfile
@@ -54,19 +57,34 @@ def facts_lines(facts: dict) -> list[str]:
             f"  free port: {facts['free_port']}", f"  clock skew: {facts['clock_skew_s']:+.3f} s"]
 
 
-def check(fleet: HostFleet, names: list[str]) -> int:
-    failed = 0
+def host_result(fleet: HostFleet, name: str) -> dict:
+    """{"name", "ok", and "about" with "facts", or "error"}: one host's check."""
+    try:
+        host = fleet.host(name)
+        return {"name": name, "ok": True, "about": describe(name, host), "facts": host.facts()}
+    except (ServerError, ValueError, RuntimeError) as error:
+        return {"name": name, "ok": False, "error": str(error)}
+
+
+def print_result(result: dict) -> None:
+    if not result["ok"]:
+        print(f"{result['name']}: unavailable: {result['error']}")
+        return
+    print(f"{result['about']}: ok")
+    print("\n".join(facts_lines(result["facts"])))
+
+
+def check(fleet: HostFleet, names: list[str], problems: list, as_json: bool) -> int:
+    results = []
     for name in names:
-        try:
-            host = fleet.host(name)
-            facts = host.facts()
-        except (ServerError, ValueError, RuntimeError) as error:
-            print(f"{name}: unavailable: {error}")
-            failed += 1
-            continue
-        print(f"{describe(name, host)}: ok")
-        print("\n".join(facts_lines(facts)))
-    return 1 if failed else 0
+        results.append(host_result(fleet, name))
+        if not as_json:
+            print_result(results[-1])
+    ok = not problems and all(result["ok"] for result in results)
+    if as_json:
+        print(json.dumps({"ok": ok, "problems": [problem.model_dump() for problem in problems], "hosts": results},
+                         indent=1))
+    return 0 if ok else 1
 
 
 def _wheel() -> tuple[str, bytes]:
@@ -106,21 +124,29 @@ def bootstrap(host: SshHost) -> int:
     return 0
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom hosts", description="Check or bootstrap the hosts of the hosts file.")
+    sub = p.add_subparsers(dest="action", required=True, help="what to do")
+    check_cmd = sub.add_parser("check", help="connect to each host and say what it has")
+    check_cmd.add_argument("name", nargs="?", help="only this host (default: every host of the hosts file)")
+    check_cmd.add_argument("--json", action="store_true", help="print one JSON document of the results on stdout")
+    bootstrap_cmd = sub.add_parser("bootstrap", help="install this project's client on an SSH host")
+    bootstrap_cmd.add_argument("name", help="the SSH host of the hosts file to install on")
+    return p
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="hyperloom hosts")
-    sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("check", help="connect to each host and say what it has").add_argument("name", nargs="?")
-    sub.add_parser("bootstrap", help="install this project's client on an SSH host").add_argument("name")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     catalog = TargetCatalog()
     file = hosts_file(catalog.path())
     hosts, problems = load_hosts(file)
-    for problem in problems:
-        print(problem)
+    as_json = args.action == "check" and args.json
+    if not as_json:
+        for problem in problems:
+            print(problem)
     fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=catalog, store=ResultStore())
     if args.action == "check":
-        status = check(fleet, [args.name] if args.name else sorted(hosts))
-        return 1 if problems or status else 0
+        return check(fleet, [args.name] if args.name else sorted(hosts), problems, as_json)
     host = fleet.host(args.name)
     if not isinstance(host, SshHost):
         print(f"{args.name} is this machine: `make setup` installs the project here", file=sys.stderr)

@@ -5,7 +5,13 @@ tag, and the run queue limits each unique value to 1). With `HYPERLOOM_POSTGRES_
 runs, event logs and schedules live in that PostgreSQL database (dagster-postgres),
 checked to connect first. With `HYPERLOOM_CELERY_BROKER`, runs are launched as Celery
 tasks on their host's queue (dagster-celery's run launcher), and `celery.yaml` beside
-`dagster.yaml` is the config its workers start with. No telemetry,
+`dagster.yaml` is the config its workers start with.
+
+No secret is written: the database's password (from the URL or from
+`HYPERLOOM_POSTGRES_PASSWORD`) and the broker and backend URLs, which may hold one, are
+read by Dagster from the environment (`{env: VAR}`): every process that loads the
+instance (webserver, daemon, run and Celery workers) needs the variables this command
+saw, `HYPERLOOM_POSTGRES_PASSWORD` included when the database has a password. No telemetry,
 and no NUX: without `nux` the UI greets every fresh instance on localhost with a "Join
 the Dagster community" newsletter dialog over the page.
 
@@ -24,14 +30,23 @@ does the same (resources/hosts/run_workers.py). No max_runtime_seconds: a GPU ru
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import Mapping
 
+import sqlalchemy as sa
 import yaml
 
-from hyperloom_assets.resources.store.database import DatabaseUnavailable, check_connects, postgres_url
+from hyperloom_assets.resources.store.database import (
+    POSTGRES_PASSWORD_ENV,
+    POSTGRES_URL_ENV,
+    DatabaseUnavailable,
+    check_connects,
+    postgres_url,
+)
 
 INSTANCE_YAML = """\
 # Written by `make setup` (hyperloom instance-config); edits are overwritten.
@@ -63,21 +78,59 @@ CELERY_WORKER_CONFIG = "celery.yaml"
 
 
 def _celery(environ: Mapping[str, str]) -> dict | None:
-    broker = environ.get(CELERY_BROKER_ENV)
-    if not broker:
+    """The broker and backend as Dagster reads them from the environment: a Redis URL may hold a password."""
+    if not environ.get(CELERY_BROKER_ENV):
         return None
-    return {"broker": broker, "backend": environ.get(CELERY_BACKEND_ENV) or broker}
+    backend = CELERY_BACKEND_ENV if environ.get(CELERY_BACKEND_ENV) else CELERY_BROKER_ENV
+    return {"broker": {"env": CELERY_BROKER_ENV}, "backend": {"env": backend}}
+
+
+class MissingExtra(RuntimeError):
+    """The environment asks for a fleet tier whose packages (the `fleet` extra) are not installed."""
+
+
+def require(module: str, asked_by: str) -> None:
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses it outright
+        found = False
+    if not found:
+        raise MissingExtra(f"{asked_by} is set, but {module} is not installed: install the fleet extra "
+                           "(pip install -e '.[fleet]')")
+
+
+def postgres_storage(environ: Mapping[str, str]) -> dict | None:
+    """dagster-postgres's `postgres_db` for the URL: its parts, the password only as `{env: ...}`.
+
+    The scheme names psycopg2: SQLAlchemy 2.1 reads a bare `postgresql` as psycopg 3.
+    """
+    url = postgres_url(environ)
+    if not url:
+        return None
+    require("dagster_postgres", POSTGRES_URL_ENV)
+    given = environ.get(POSTGRES_PASSWORD_ENV)
+    parsed = sa.make_url(url)  # postgres_url gave the password from the environment when the URL has none
+    if given and parsed.password is not None and parsed.password != given:
+        raise DatabaseUnavailable(f"{POSTGRES_URL_ENV} and {POSTGRES_PASSWORD_ENV} give different passwords")
+    check_connects(url)
+    db = {"username": parsed.username or "", "hostname": parsed.host or "", "db_name": parsed.database or "",
+          "port": parsed.port or 5432, "scheme": "postgresql+psycopg2"}
+    if parsed.password is not None:
+        db["password"] = {"env": POSTGRES_PASSWORD_ENV}
+    if parsed.query:
+        db["params"] = {key: value if isinstance(value, str) else value[-1] for key, value in parsed.query.items()}
+    return {"postgres": {"postgres_db": db}}
 
 
 def instance_yaml(environ: Mapping[str, str]) -> str:
     """dagster.yaml for this environment; the database is checked to connect first."""
     sections: dict = {}
-    url = postgres_url(environ)
-    if url:
-        check_connects(url)
-        sections["storage"] = {"postgres": {"postgres_url": url}}
+    storage = postgres_storage(environ)
+    if storage:
+        sections["storage"] = storage
     celery = _celery(environ)
     if celery:
+        require("dagster_celery", CELERY_BROKER_ENV)
         sections["run_launcher"] = {"module": "dagster_celery.launcher", "class": "CeleryRunLauncher",
                                     "config": {**celery, "default_queue": CELERY_DEFAULT_QUEUE}}
     else:  # Celery checks its own workers' health; the default launcher cannot
@@ -106,16 +159,37 @@ def write_instance_config(home: Path, environ: Mapping[str, str] | None = None) 
     return path
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom instance-config", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("home", nargs="?", type=Path, metavar="DAGSTER_HOME",
+                   help="the folder to write dagster.yaml into (default: $DAGSTER_HOME, else .dagster_home)")
+    return p
+
+
+def _password_note(environ: Mapping[str, str]) -> str | None:
+    url = environ.get(POSTGRES_URL_ENV)
+    if not url or environ.get(POSTGRES_PASSWORD_ENV):
+        return None
+    try:
+        has_password = sa.make_url(url).password is not None
+    except sa.exc.ArgumentError:
+        return None
+    return (f"note: dagster.yaml reads the database password from {POSTGRES_PASSWORD_ENV}; set it wherever "
+            "Dagster loads this instance") if has_password else None
+
+
 def main(argv: list[str]) -> int:
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
-    home = Path(argv[0] if argv else os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
+    args = parser().parse_args(argv)
+    home = (args.home or Path(os.environ.get("DAGSTER_HOME") or ".dagster_home")).resolve()
     try:
         path = write_instance_config(home)
-    except DatabaseUnavailable as error:
+    except (DatabaseUnavailable, MissingExtra) as error:
         print(f"hyperloom instance-config: {error}", file=sys.stderr)
         return 1
+    note = _password_note(os.environ)
+    if note:
+        print(note, file=sys.stderr)
     print(f"instance config: {path}")
     return 0
 

@@ -56,12 +56,16 @@ def run_status(run_id: str) -> tuple[dg.DagsterInstance | None, dg.DagsterRun | 
     return instance, run, f"Dagster run {run_id}: {run.status.value}"
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom recover", description=__doc__.splitlines()[0].strip("`"))
+    p.add_argument("host", help="the host (of the hosts file) whose lease to recover")
+    p.add_argument("--confirm-scope-gone", action="store_true",
+                   help="you have confirmed the holder's owner scope (container or machine) is gone")
+    return p
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="hyperloom recover", description=__doc__.splitlines()[0])
-    parser.add_argument("host")
-    parser.add_argument("--confirm-scope-gone", action="store_true",
-                        help="you have confirmed the holder's owner scope (container or machine) is gone")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     store = ResultStore()
     leases = HostLeases(store)
     lease = leases.read(args.host)

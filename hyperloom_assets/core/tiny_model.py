@@ -203,11 +203,15 @@ def write_tiny_model(dir: Path, seed: int = SEED) -> Path:  # noqa: A002 - the d
     return target
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom tiny-model", description=__doc__.splitlines()[0])
+    p.add_argument("dir", type=Path, help="folder to write the model into")
+    p.add_argument("--seed", type=int, default=SEED, help=f"the random weights' seed (default {SEED})")
+    return p
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="hyperloom tiny-model", description=__doc__.splitlines()[0])
-    parser.add_argument("dir", type=Path, help="folder to write the model into")
-    parser.add_argument("--seed", type=int, default=SEED)
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     path = write_tiny_model(args.dir, args.seed)
     total = sum(p.stat().st_size for p in path.iterdir())
     print(f"wrote tiny Llama to {path} ({total / 1e6:.1f} MB)")

@@ -27,13 +27,26 @@ from hyperloom_assets.sim.engine_args import (
 from hyperloom_assets.sim.perf_model import SimConfigError
 
 
-def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespace, str]:
-    flavor = flavor_of(argv)
+def _parser(prog: str, serving: bool, flavor: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False)
     add_harness_args(parser, serving, flavor)
     if not serving:
         _add_workload_args(parser)
     add_engine_args(parser, flavor)
+    return parser
+
+
+def serve_parser(flavor: str = "vllm") -> argparse.ArgumentParser:
+    return _parser("hyperloom sim-serve", True, flavor)
+
+
+def predict_parser(flavor: str = "vllm") -> argparse.ArgumentParser:
+    return _parser("hyperloom sim-predict", False, flavor)
+
+
+def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespace, str]:
+    flavor = flavor_of(argv)
+    parser = _parser(prog, serving, flavor)
     args = parser.parse_args(normalize_argv(argv, flavor))
     try:
         gpu_spec(args.gpu)
@@ -45,16 +58,17 @@ def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespac
 
 
 def _add_workload_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", choices=["random", "shared_prefix", "agentic"], default="random")
-    parser.add_argument("--isl", type=int, default=None)
-    parser.add_argument("--osl", type=int, default=None)
-    parser.add_argument("--prefix-len", type=int, default=0)
-    parser.add_argument("--trace", type=Path, default=None)
-    parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--num-prompts", type=int, default=None)
-    parser.add_argument("--request-rate", type=float, default=None)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--warmups", type=int, default=None)
+    parser.add_argument("--workload", choices=["random", "shared_prefix", "agentic"], default="random",
+                        help="the workload to predict, as `hyperloom bench --workload` (default random)")
+    parser.add_argument("--isl", type=int, default=None, help="input tokens per prompt")
+    parser.add_argument("--osl", type=int, default=None, help="output tokens per request")
+    parser.add_argument("--prefix-len", type=int, default=0, help="tokens of the shared prefix (shared_prefix)")
+    parser.add_argument("--trace", type=Path, default=None, help="the JSONL trace (agentic)")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight at once (default 1)")
+    parser.add_argument("--num-prompts", type=int, default=None, help="requests per repeat (default: the adaptive rule)")
+    parser.add_argument("--request-rate", type=float, default=None, help="Poisson arrivals, requests/s (default: all at once)")
+    parser.add_argument("--repeats", type=int, default=1, help="predicted repeats (default 1)")
+    parser.add_argument("--warmups", type=int, default=None, help="warm-up requests before each repeat")
 
 
 def _model_dir(args: argparse.Namespace, flavor: str) -> Path:

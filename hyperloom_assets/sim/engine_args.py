@@ -203,11 +203,12 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
     parser.add_argument("--gpu", required=True, help="a GPU of hyperloom_assets/core/roofline/gpus.py, e.g. H100")
     parser.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per wall second")
     parser.add_argument("--noise-pct", type=float, default=0.0, help="seeded step-time noise, percent")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--flavor", choices=FLAVORS, default="vllm")
+    parser.add_argument("--seed", type=int, default=0, help="the noise's and the synthetic outputs' seed (default 0)")
+    parser.add_argument("--flavor", choices=FLAVORS, default="vllm", help="the engine whose flags and API to mimic")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-    parser.add_argument(http_port_flag(flavor), dest="port", type=int, required=serving, default=None)
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(http_port_flag(flavor), dest="port", type=int, required=serving, default=None,
+                        help="the HTTP port to serve on")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1)")
     parser.add_argument("--stream-interval-ms", type=float, default=10.0,
                         help="at most one stream event per request per this much wall time")
     parser.add_argument("--alter-outputs-with", default="",
@@ -222,7 +223,11 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:
+    before = set(parser._actions)
     {"vllm": _add_vllm_args, "sglang": _add_sglang_args, "atom": _add_atom_args}[flavor](parser)
+    for action in parser._actions:  # each mimics the real engine's flag, which documents it
+        if action not in before and action.help is None:
+            action.help = f"as {flavor}'s own flag (the sim accepts it and models what it changes)"
 
 
 def engine_dests(flavor: str) -> list[str]:

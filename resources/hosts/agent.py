@@ -10,6 +10,7 @@ anything else is an agent error. No Dagster is imported here, so each call start
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -133,10 +134,15 @@ def handle(op: str, request: dict) -> dict[str, Any]:
         return {"agent_error": {"type": type(error).__name__, "message": str(error)}}
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom host-agent", description=__doc__.splitlines()[0].strip("`"),
+                                epilog="It reads one JSON request on stdin and writes its JSON reply as the last line of stdout.")
+    p.add_argument("op", choices=list(OPS), help="the lifecycle step to run")
+    return p
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in OPS:
-        print(f"usage: hyperloom host-agent {{{','.join(OPS)}}} < request.json", file=sys.stderr)
-        return 2
-    reply = handle(argv[0], json.loads(sys.stdin.read() or "{}"))
+    op = parser().parse_args(argv).op  # a bad op: usage on stderr, exit 2
+    reply = handle(op, json.loads(sys.stdin.read() or "{}"))
     sys.stdout.write(REPLY_MARK + json.dumps(reply) + "\n")
     return 0

@@ -3,7 +3,8 @@
 `HYPERLOOM_POSTGRES_URL` names a shared PostgreSQL database for a fleet; without it each
 machine keeps SQLite under `DAGSTER_HOME`. Dagster's Postgres storage drives psycopg2,
 and SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3, so the URL is spelled
-with its driver (`postgresql+psycopg2://`) for both.
+with its driver (`postgresql+psycopg2://`) for both. The password may stay out of the URL,
+in `HYPERLOOM_POSTGRES_PASSWORD`, which is where dagster.yaml reads it from.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 
 POSTGRES_URL_ENV = "HYPERLOOM_POSTGRES_URL"
+POSTGRES_PASSWORD_ENV = "HYPERLOOM_POSTGRES_PASSWORD"
 _BARE_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -23,8 +25,18 @@ class DatabaseUnavailable(RuntimeError):
 
 
 def postgres_url(environ=os.environ) -> str | None:
+    """The URL, spelled for psycopg2, with `HYPERLOOM_POSTGRES_PASSWORD` as its password when it has none."""
     url = environ.get(POSTGRES_URL_ENV)
-    return with_psycopg2(url) if url else None
+    if not url:
+        return None
+    url, password = with_psycopg2(url), environ.get(POSTGRES_PASSWORD_ENV)
+    if not password:
+        return url
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:  # check_connects says so, naming the variable
+        return url
+    return url if parsed.password is not None else parsed.set(password=password).render_as_string(hide_password=False)
 
 
 def with_psycopg2(url: str) -> str:

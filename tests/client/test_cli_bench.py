@@ -24,7 +24,7 @@ def test_bench_writes_the_flat_json(echo_server, tmp_path, capsys):
     out = tmp_path / "out" / "bench.json"
     code = main(["bench", "--base-url", url, "--model", "echo", "--workload", "random", "--isl", "16", "--osl", "4",
                  "--concurrency", "2", "--num-prompts", "6", "--repeats", "2", "--vocab-size", "500",
-                 "--json", str(out)])
+                 "--json-out", str(out)])
     assert code == 0, capsys.readouterr().err
     flat = json.loads(out.read_text())
     for name in METRIC_NAMES + ("completed", "output_throughput_ci_low", "output_throughput_ci_high"):
@@ -41,7 +41,7 @@ def test_bench_agentic_with_a_local_model_folder(echo_server, tmp_path, capsys):
     out = tmp_path / "agentic.json"
     code = main(["bench", "--base-url", url, "--model", str(model), "--served-model-name", "echo",
                  "--workload", "agentic", "--trace", str(EXAMPLE_TRACE), "--concurrency", "8", "--warmups", "0",
-                 "--no-records", "--json", str(out)])
+                 "--no-records", "--json-out", str(out)])
     assert code == 0, capsys.readouterr().err
     flat = json.loads(out.read_text())
     assert flat["completed"] == 32 and flat["theoretical_prefix_hit_pct"] > 50
@@ -52,7 +52,7 @@ def test_bench_agentic_with_a_local_model_folder(echo_server, tmp_path, capsys):
 def test_prompt_longer_than_the_model_is_refused(tmp_path, capsys):
     model = _model_dir(tmp_path, max_positions=100)
     code = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", str(model), "--workload", "random",
-                 "--isl", "90", "--osl", "20", "--concurrency", "1", "--num-prompts", "1", "--json",
+                 "--isl", "90", "--osl", "20", "--concurrency", "1", "--num-prompts", "1", "--json-out",
                  str(tmp_path / "o.json")])
     assert code == 2
     assert "needs 110 tokens" in capsys.readouterr().err
@@ -63,14 +63,14 @@ def test_bad_trace_line_is_named(tmp_path, capsys):
     trace = tmp_path / "t.jsonl"
     trace.write_text(EXAMPLE_TRACE.read_text().splitlines()[0] + "\n{broken\n")
     code = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--workload", "agentic",
-                 "--trace", str(trace), "--concurrency", "1", "--json", str(tmp_path / "o.json")])
+                 "--trace", str(trace), "--concurrency", "1", "--json-out", str(tmp_path / "o.json")])
     assert code == 2
     assert f"{trace}: line 2: not JSON" in capsys.readouterr().err
 
 
 def test_missing_trace_and_missing_lengths(tmp_path, capsys):
     args = ["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1",
-            "--json", str(tmp_path / "o.json")]
+            "--json-out", str(tmp_path / "o.json")]
     assert main(args + ["--workload", "agentic", "--trace", str(tmp_path / "none.jsonl")]) == 2
     assert "none.jsonl: cannot read trace" in capsys.readouterr().err
     assert main(args + ["--workload", "random", "--isl", "8"]) == 2
@@ -81,7 +81,7 @@ def test_missing_trace_and_missing_lengths(tmp_path, capsys):
 
 def test_flag_errors_exit_non_zero_with_a_message(tmp_path, capsys):
     assert main(["bench", "--base-url", "x", "--model", "m", "--workload", "chat", "--concurrency", "1",
-                 "--json", "o.json"]) == 2
+                 "--json-out", "o.json"]) == 2
     assert "invalid choice: 'chat'" in capsys.readouterr().err
     assert main(["bench", "--base-url", "x"]) == 2
     assert "required" in capsys.readouterr().err
@@ -89,7 +89,7 @@ def test_flag_errors_exit_non_zero_with_a_message(tmp_path, capsys):
 
 def test_unreachable_server_is_a_run_failure(tmp_path, capsys):
     code = main(["bench", "--base-url", "http://127.0.0.1:9", "--model", "m", "--workload", "random", "--isl", "8",
-                 "--osl", "2", "--concurrency", "1", "--num-prompts", "1", "--json", str(tmp_path / "o.json")])
+                 "--osl", "2", "--concurrency", "1", "--num-prompts", "1", "--json-out", str(tmp_path / "o.json")])
     assert code == 1
     assert "every warm-up request failed" in capsys.readouterr().err
 

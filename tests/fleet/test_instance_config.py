@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 import yaml
 from dagster._config import validate_config
 from dagster._core.instance.config import dagster_instance_config
@@ -21,7 +23,8 @@ from dagster_k8s.job import get_user_defined_k8s_config
 from hyperloom_assets.cli.instance_config import instance_yaml
 from hyperloom_assets.core.fleet.tags import host_run_tags
 from hyperloom_assets.definitions import build_defs
-from hyperloom_assets.resources.store.database import DatabaseUnavailable
+from hyperloom_assets.resources.store.database import DatabaseUnavailable, check_connects, with_psycopg2
+from hyperloom_assets.resources.store.database import postgres_url as postgres_url_from
 from hyperloom_assets.resources.store.results import ResultStore
 from tests.conftest import REPO
 from tests.fleet.test_leases import write_sim_target
@@ -56,12 +59,54 @@ def test_postgres_url_gives_postgres_storage_spelled_for_psycopg2(tmp_path, post
     done = instance_config(tmp_path, HYPERLOOM_POSTGRES_URL=postgres_url)
     assert done.returncode == 0, done.stderr
     config = yaml.safe_load((tmp_path / "dagster.yaml").read_text())
-    stored = config["storage"]["postgres"]["postgres_url"]
-    assert stored.startswith("postgresql+psycopg2://"), "a bare postgresql:// means psycopg 3 to SQLAlchemy 2.1"
+    db = config["storage"]["postgres"]["postgres_db"]
+    assert db["scheme"] == "postgresql+psycopg2", "a bare postgresql means psycopg 3 to SQLAlchemy 2.1"
+    assert "password" not in db
     with load(tmp_path) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
         assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+
+
+def _password_role(postgres_url: str) -> tuple[str, str]:
+    """A login role whose loopback connections must give its password (the server trusts every other)."""
+    role, password = f"secret_{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
+    admin = sa.create_engine(with_psycopg2(postgres_url), isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'"))
+        conn.execute(sa.text(f"GRANT ALL ON SCHEMA public TO {role}"))
+        hba = Path(conn.execute(sa.text("SHOW hba_file")).scalar_one())
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        conn.execute(sa.text("SELECT pg_reload_conf()"))
+    return role, password
+
+
+def test_a_password_reaches_the_instance_from_the_environment_only(tmp_path, postgres_url, monkeypatch) -> None:
+    role, password = _password_role(postgres_url)
+    with_password = postgres_url.replace("postgresql://postgres@", f"postgresql://{role}:{password}@")
+    with pytest.raises(DatabaseUnavailable, match="password authentication failed"):
+        check_connects(with_psycopg2(with_password.replace(password, "wrong")))  # the server asks for it
+    done = instance_config(tmp_path, HYPERLOOM_POSTGRES_URL=with_password)
+    assert done.returncode == 0, done.stderr
+    assert "HYPERLOOM_POSTGRES_PASSWORD" in done.stderr, "the operator is told where Dagster reads it"
+    written = (tmp_path / "dagster.yaml").read_text()
+    assert password not in written
+    db = yaml.safe_load(written)["storage"]["postgres"]["postgres_db"]
+    assert db["password"] == {"env": "HYPERLOOM_POSTGRES_PASSWORD"} and db["username"] == role
+    monkeypatch.setenv("HYPERLOOM_POSTGRES_PASSWORD", password)
+    with load(tmp_path) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert instance.get_runs() == []  # it connected as the role, with the password
+
+
+def test_the_password_may_stay_out_of_the_url_for_the_store_too(tmp_path, postgres_url) -> None:
+    role, password = _password_role(postgres_url)
+    without = postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@")
+    done = instance_config(tmp_path, HYPERLOOM_POSTGRES_URL=without, HYPERLOOM_POSTGRES_PASSWORD=password)
+    assert done.returncode == 0, done.stderr
+    assert password not in (tmp_path / "dagster.yaml").read_text()
+    url = postgres_url_from({"HYPERLOOM_POSTGRES_URL": without, "HYPERLOOM_POSTGRES_PASSWORD": password})
+    ResultStore(url=url).engine()  # the store connects with it
 
 
 def test_a_postgres_url_that_does_not_connect_is_an_error_naming_it(tmp_path) -> None:
@@ -86,13 +131,17 @@ def test_a_store_that_does_not_connect_fails_the_run_before_any_launch(tmp_path,
     assert not list((Path(host.state_path()) / "runs").glob("*/*/baseline/server.log")), "no server was launched"
 
 
-def test_celery_broker_gives_the_celery_run_launcher_and_a_worker_config(tmp_path, redis_server) -> None:
+def test_celery_broker_gives_the_celery_run_launcher_and_a_worker_config(tmp_path, redis_server, monkeypatch) -> None:
     done = instance_config(tmp_path, HYPERLOOM_CELERY_BROKER=redis_server.url)
     assert done.returncode == 0, done.stderr
     worker = yaml.safe_load((tmp_path / "celery.yaml").read_text())
-    assert worker == {"execution": {"config": {"broker": redis_server.url, "backend": redis_server.url}}}
+    from_env = {"env": "HYPERLOOM_CELERY_BROKER"}
+    assert worker == {"execution": {"config": {"broker": from_env, "backend": from_env}}}, "a broker URL may hold a password"
+    assert redis_server.url not in (tmp_path / "dagster.yaml").read_text()
+    monkeypatch.setenv("HYPERLOOM_CELERY_BROKER", redis_server.url)
     with load(tmp_path) as instance:
         assert type(instance.run_launcher).__name__ == "CeleryRunLauncher"
+        assert instance.run_launcher.broker == redis_server.url
 
 
 def test_the_kubernetes_example_passes_dagsters_config_validation(tmp_path) -> None:

@@ -16,7 +16,7 @@ def accuracy(reference: str, candidate: str, json_path=None, prompts: int = 32) 
     argv = [sys.executable, "-m", "hyperloom_assets.cli", "accuracy", "--reference-url", reference,
             "--candidate-url", candidate, "--model", str(LLAMA_8B), "--prompts", str(prompts)]
     if json_path is not None:
-        argv += ["--json", str(json_path)]
+        argv += ["--json-out", str(json_path)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 

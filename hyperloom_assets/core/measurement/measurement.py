@@ -96,5 +96,5 @@ class Measurement(Strict):
         return [r.output_throughput for r in self.repeats]
 
     def flat(self) -> dict[str, Any]:
-        """The flat JSON of `hyperloom bench --json` and `sim-predict`."""
+        """The flat JSON of `hyperloom bench --json-out` and `sim-predict`."""
         return self.model_dump(mode="json")
