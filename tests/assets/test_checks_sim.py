@@ -226,7 +226,7 @@ def test_validated_gain_says_it_cannot_run_without_a_keeper(run, monkeypatch) ->
     import hyperloom_assets.assets.candidates as candidates_module
 
     monkeypatch.setattr(candidates_module, "plan_for_target", lambda *args, **kwargs: [])
-    checks = run.rerun("framework_tree", "server_config", "baseline", "roofline", "profile", "candidates", "trials",
+    checks = run.rerun("baseline", "roofline", "profile", "candidates", "trials",
                        "accepted_patches", "optimization_stack", partition=FLAT)
     check = checks["validated_gain_interval_excludes_zero"]
     assert not check.passed and check.severity == WARN and check.description.startswith("cannot run: no keeper")
