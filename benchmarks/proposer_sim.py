@@ -55,7 +55,7 @@ MODEL = ROOT / "models" / "llama-3-8b"
 HARNESS = ["--gpu", "H100", "--time-scale", "50"]
 OPERATOR = ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048"]
 WORKLOAD = {"kind": "random", "isl": 512, "osl": 128, "concurrency": 32, "num_prompts": 96}
-SELECTION = ["framework_tree", "server_config", "baseline", "roofline", "profile", "candidates", "trials"]
+SELECTION = ["baseline", "roofline", "profile", "candidates", "trials"]
 # The upper bound's script: the cap to the concurrency with room for its prefills, then the budget.
 ORACLE = [change("cap to the concurrency, room for its prefills", ["--max-num-seqs", "32", "--max-num-batched-tokens", "8192"],
                  rationale="the cap of 8 binds under 32 streams and 2048 tokens starve the prefills"),

@@ -66,9 +66,14 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         build_report_asset(partitions),
     ]
     jobs = build_jobs(partitions, host_of)
+    # Every run without an executor of its own (the UI's "Materialize" of selected assets)
+    # runs in one process: the fleet resource takes the host's lease when a process sets
+    # up its resources, so the multiprocess default would take and release it per step,
+    # letting another run onto the host between two steps of this one.
     return dg.Definitions(
         assets=assets,
         jobs=jobs,
+        executor=dg.in_process_executor,
         sensors=build_sensors(partitions, {job.name: job for job in jobs}),
         resources={"catalog": catalog, "hosts": hosts, "bench": BenchmarkClient(), "store": store,
                    "envs": envs or ReleaseEnvironments(), "llm": llm or LlmProviders()},

@@ -1,8 +1,9 @@
 """`target_change_sensor`: a new commit, an uncommitted edit or a target-file edit re-runs that target.
 
 Each tick, for every target file: the `framework_tree` and `server_config` data versions
-(the same functions the observable sources use), recorded as observations so the UI
-shows the target's `baseline` and everything downstream stale, and one `optimize_job`
+(the same functions `baseline` records its identity with), recorded as observations of
+those external assets, this sensor being the only thing that observes them, so the UI
+shows the target's `baseline` and everything downstream stale; and one `optimize_job`
 run for the target's partition when their combined key changed since the last tick.
 
 The first sight of a target (sensor just turned on, cursor reset, file just became a
@@ -21,6 +22,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
+from hyperloom_assets.assets.observations import FRAMEWORK_TREE, SERVER_CONFIG
 from hyperloom_assets.core.config.identity import server_config_version
 from hyperloom_assets.core.config.targets import parse_target, target_name
 from hyperloom_assets.core.hashing import text_hash
@@ -57,8 +59,8 @@ def read_cursor(text: str | None) -> dict[str, dict]:
 
 def observations(name: str, framework_version: str, server_version: str) -> list[dg.AssetObservation]:
     return [
-        dg.AssetObservation(asset_key="framework_tree", partition=name, tags={DATA_VERSION_TAG: framework_version}),
-        dg.AssetObservation(asset_key="server_config", partition=name, tags={DATA_VERSION_TAG: server_version}),
+        dg.AssetObservation(asset_key=FRAMEWORK_TREE, partition=name, tags={DATA_VERSION_TAG: framework_version}),
+        dg.AssetObservation(asset_key=SERVER_CONFIG, partition=name, tags={DATA_VERSION_TAG: server_version}),
     ]
 
 

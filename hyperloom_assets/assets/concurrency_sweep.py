@@ -9,7 +9,7 @@ failed there) each configuration gets one launch here and climbs the ladder on i
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.metadata import plots_value, table_value
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.report.plots import plot_sweep
@@ -75,6 +75,7 @@ def build_sweep_asset(partitions: dg.PartitionsDefinition):
             "measured_on": "the validation's last base/stack pair" if reused else "launches of its own",
             "plot_concurrency": dg.MetadataValue.path(str(plots[0])),
             "plot_interactivity": dg.MetadataValue.path(str(plots[1])),
+            "plots": plots_value(plots),
         })
 
     return concurrency_sweep

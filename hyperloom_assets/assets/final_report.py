@@ -19,6 +19,7 @@ from hyperloom_assets.assets.checks import (
     report_matches_store,
     roofline_unavailable,
 )
+from hyperloom_assets.assets.metadata import with_embedded_plots
 from hyperloom_assets.core.measurement.stats import repeats_of
 from hyperloom_assets.core.report.consistency import compare_report
 from hyperloom_assets.core.report.markdown import (
@@ -83,7 +84,8 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
             "gain_pct": rounded(optimization_stack.validated_gain_pct, "%"),
             "stop_reason": dg.MetadataValue.text(optimization_stack.stop_reason),
             "launches": launches, "launches_by_step": dg.MetadataValue.json(inputs.launches),
-            "report": dg.MetadataValue.md(markdown),
+            # The UI's copy shows its plots in place; report.md links the PNGs beside it.
+            "report": dg.MetadataValue.md(with_embedded_plots(markdown, folder)),
             "plot_waterfall": dg.MetadataValue.path(str(folder / inputs.waterfall_plot)),
             "plot_roofline": dg.MetadataValue.path(str(folder / inputs.roofline_plot)),
         })

@@ -1,11 +1,41 @@
-"""Dagster metadata values for what pure code builds (typed tables)."""
+"""Dagster metadata values for what pure code builds (typed tables, plots the UI shows)."""
+
+import base64
+import re
+from pathlib import Path
 
 import dagster as dg
 
 from hyperloom_assets.core.report.tables import Table
+
+# A Markdown image whose target is a relative PNG file name, as the report links its plots.
+PNG_LINK = re.compile(r"!\[([^\]]*)\]\(([^()\s:]+\.png)\)")
 
 
 def table_value(table: Table) -> dg.TableMetadataValue:
     """A typed table the UI shows with its column types and descriptions."""
     schema = dg.TableSchema(columns=[dg.TableColumn(c.name, c.type, description=c.description) for c in table.columns])
     return dg.MetadataValue.table(records=[dg.TableRecord(row) for row in table.rows], schema=schema)
+
+
+def png_image(path: Path, alt: str | None = None) -> str:
+    """A Markdown image holding the PNG itself: the UI runs in a browser that cannot read the
+    host's disk, and its Markdown renderer accepts `data:` images."""
+    encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f"![{path.name if alt is None else alt}](data:image/png;base64,{encoded})"
+
+
+def plots_value(plots: list[Path]) -> dg.MarkdownMetadataValue:
+    """The plots, embedded one under the other, for the UI (the path metadata names the files)."""
+    return dg.MetadataValue.md("\n\n".join(png_image(Path(p)) for p in plots))
+
+
+def with_embedded_plots(markdown: str, folder: Path) -> str:
+    """`markdown` with each image link to a PNG in `folder` replaced by the embedded PNG; the
+    file on disk keeps its links, which resolve beside it."""
+
+    def embedded(link: re.Match) -> str:
+        path = folder / link.group(2)
+        return png_image(path, link.group(1)) if path.is_file() else link.group(0)
+
+    return PNG_LINK.sub(embedded, markdown)

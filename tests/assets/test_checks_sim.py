@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
 from hyperloom_assets.resources.store.results import STACKS, TRIALS, ResultStore
 from tests.assets.test_optimize_sim import CAPPED, write_target
+from tests.unit.test_plot_markdown import embedded_pngs
 
 NAME, FLAT = "sim-checks", "sim-checks-flat"
 # The names are the UI's contract (a browser test reads them from the baseline's page).
@@ -206,6 +208,15 @@ def test_the_report_shows_the_new_plots(run) -> None:
         assert Path(metadata[key].value) == path.with_name(name) and path.with_name(name).stat().st_size > 5000
         assert f"![{name}]({name})" in text
     assert json.loads(path.with_name("report.json").read_text())["waterfall_plot"] == "gains_waterfall.png"
+    # The UI cannot read the host's disk: its copy of the report holds every plot the file links.
+    linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
+    assert len(linked) == 4 and embedded_pngs(metadata["report"].value) == {
+        name: path.with_name(name).read_bytes() for name in linked}
+    sweep = run.instance.fetch_materializations(dg.AssetRecordsFilter(
+        asset_key=dg.AssetKey("concurrency_sweep"), asset_partitions=[NAME]), limit=1).records[0]
+    shown = sweep.asset_materialization.metadata
+    files = [Path(shown[key].value) for key in ("plot_concurrency", "plot_interactivity")]
+    assert embedded_pngs(shown["plots"].value) == {file.name: file.read_bytes() for file in files}
 
 
 def test_validated_gain_warns_when_its_interval_includes_zero(run, monkeypatch) -> None:
@@ -226,7 +237,7 @@ def test_validated_gain_says_it_cannot_run_without_a_keeper(run, monkeypatch) ->
     import hyperloom_assets.assets.candidates as candidates_module
 
     monkeypatch.setattr(candidates_module, "plan_for_target", lambda *args, **kwargs: [])
-    checks = run.rerun("framework_tree", "server_config", "baseline", "roofline", "profile", "candidates", "trials",
+    checks = run.rerun("baseline", "roofline", "profile", "candidates", "trials",
                        "accepted_patches", "optimization_stack", partition=FLAT)
     check = checks["validated_gain_interval_excludes_zero"]
     assert not check.passed and check.severity == WARN and check.description.startswith("cannot run: no keeper")

@@ -31,8 +31,7 @@ def test_a_kv_bound_baseline_tries_kv_capacity_before_any_sequence_cap(tmp_path,
                      "num_prompts": 64},
         "repeats": 2, "max_trials": 3, "target_gain_pct": 1000}))
     defs = build_defs(folder, host=host, store=store)
-    selection = [dg.AssetKey(k) for k in ("framework_tree", "server_config", "baseline", "roofline", "profile",
-                                                "candidates", "trials")]
+    selection = [dg.AssetKey(k) for k in ("baseline", "roofline", "profile", "candidates", "trials")]
     with dg.instance_for_test() as instance:
         result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
             partition_key="kv", instance=instance, asset_selection=selection)

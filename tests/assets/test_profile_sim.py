@@ -22,7 +22,7 @@ from hyperloom_assets.resources.profiling import run_profile
 from tests.assets.test_optimize_sim import CAPPED, materialization, write_target
 from tests.conftest import SIM_MODEL
 
-PROFILED = dg.AssetSelection.assets("framework_tree", "server_config", "baseline", "roofline", "profile")
+PROFILED = dg.AssetSelection.assets("baseline", "roofline", "profile")
 
 
 @pytest.fixture

@@ -160,34 +160,42 @@ def test_unreadable_folder_is_a_skip_naming_it(tmp_path, host, store, instance) 
     assert "sim-a" in json.loads(result.cursor)["targets"], "an unreadable folder forgets nothing"
 
 
-def test_observations_in_the_sensors_shape_make_exactly_that_baseline_stale(instance) -> None:
+def test_the_sensors_observations_make_exactly_the_edited_targets_baseline_stale(tmp_path, host, store,
+                                                                                instance) -> None:
+    """framework_tree and server_config are external assets: what the sensor records are their versions."""
     import dagster as dg
     from dagster._core.definitions.data_version import StaleStatus
     from dagster._utils.test.data_versions import get_stale_status_resolver
 
-    from hyperloom_assets.sensors.target_change import observations
+    from hyperloom_assets.assets.observations import build_observations
 
-    parts = dg.StaticPartitionsDefinition(["a", "b"])
+    folder = tmp_path / "targets"
+    write_target(folder, "sim-a")
+    write_target(folder, "sim-b")
+    defs = defs_with_sensors(folder, host, store)
+    specs = [spec for spec in defs.assets if isinstance(spec, dg.AssetSpec)]
+    assert {spec.key.path[-1] for spec in specs} == {"framework_tree", "server_config"}, "declared as AssetSpecs"
+    parts = specs[0].partitions_def
 
-    @dg.observable_source_asset(partitions_def=parts)
-    def framework_tree():
-        return dg.DataVersionsByPartition({"a": dg.DataVersion("v1"), "b": dg.DataVersion("v1")})
-
-    @dg.observable_source_asset(partitions_def=parts)
-    def server_config():
-        return dg.DataVersionsByPartition({"a": dg.DataVersion("s1"), "b": dg.DataVersion("s1")})
-
-    @dg.asset(partitions_def=parts, deps=[framework_tree, server_config])
+    # The real baseline launches a server; this one has its deps, so the versions it records are the same.
+    @dg.asset(partitions_def=parts, deps=[spec.key for spec in specs])
     def baseline() -> None:
         return None
 
-    graph = [framework_tree, server_config, baseline]
-    for partition in "ab":
-        for event in observations(partition, "v1", "s1"):
-            instance.report_runless_asset_event(event)
-        assert dg.materialize(graph, instance=instance, partition_key=partition, selection=[baseline]).success
-    for event in observations("a", "v1", "s2"):
-        instance.report_runless_asset_event(event)
+    graph = dg.Definitions(assets=[*build_observations(parts), baseline])
 
-    status = {p: get_stale_status_resolver(instance, graph).get_status(dg.AssetKey("baseline"), p) for p in "ab"}
-    assert status == {"a": StaleStatus.STALE, "b": StaleStatus.FRESH}
+    def record(result: dg.SensorResult) -> dg.SensorResult:
+        for event in result.asset_events:
+            instance.report_runless_asset_event(event)
+        return result
+
+    first = record(tick(defs, SENSOR, instance, None))
+    for partition in ("sim-a", "sim-b"):
+        assert graph.resolve_implicit_global_asset_job_def().execute_in_process(
+            partition_key=partition, instance=instance, asset_selection=[baseline.key]).success
+    write_target(folder, "sim-a", server_args=["--gpu", "A100"])
+    record(tick(defs, SENSOR, instance, first.cursor))
+
+    resolver = get_stale_status_resolver(instance, list(graph.resolve_asset_graph().assets_defs))
+    status = {p: resolver.get_status(dg.AssetKey("baseline"), p) for p in ("sim-a", "sim-b")}
+    assert status == {"sim-a": StaleStatus.STALE, "sim-b": StaleStatus.FRESH}
