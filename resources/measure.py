@@ -24,13 +24,13 @@ import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.engine_time import to_engine_time
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import REQUEST_ERROR_CLASSES, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.resources.bench.client import BenchOvertime, RoundProgress
 from hyperloom_assets.resources.hosts.signals import signals_deferred
-from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
 
 log = dg.get_dagster_logger("hyperloom.measure")
 
@@ -53,15 +53,13 @@ class MeasurementOvertime(RuntimeError):
 
 
 def engine_scale(spec: ServerSpec) -> float:
-    """How much faster than its engine's own time a server runs: a sim's time scale, else 1."""
-    return time_scale_of(spec.server_args) if engine_for(spec.engine).simulated else 1.0
+    """How much faster than its engine's own time a server runs (a sim's time scale; a real engine's 1)."""
+    return engine_for(spec.engine).time_scale_of(spec.server_args)
 
 
 def in_engine_time(spec: ServerSpec, measurement: Measurement) -> Measurement:
     """A sim's numbers in its simulated GPU's time; real engines' as measured."""
-    if not engine_for(spec.engine).simulated:
-        return measurement
-    return to_simulated_time(measurement, engine_scale(spec))
+    return to_engine_time(measurement, engine_scale(spec))
 
 
 def round_logger(label: str, spec: ServerSpec) -> Callable[[RoundProgress], None]:

@@ -144,7 +144,7 @@ class ServerProfile:
     def result(self) -> ProfileResult:
         """The reduced trace, after teardown; or why there is none."""
         engine = engine_for(self.spec.engine)
-        result = ProfileResult(engine=self.spec.engine, taken=False, simulated=engine.simulated, argv=self.argv)
+        result = ProfileResult(engine=self.spec.engine, taken=False, source=engine.profile_source(), argv=self.argv)
         if self.reason is None and not self.argv:
             self.reason = "the profiled server never became ready"
         if self.reason is not None:
@@ -168,7 +168,7 @@ def run_profile(*, host: Any, bench: Any, spec: ServerSpec, contract: WorkloadCo
         return profile.result()
     try:
         with host.serve(profile.launch_spec(), run_dir, label="profile") as launch:
-            profile.capture(launch, warmups=0 if engine_for(spec.engine).simulated else contract.warmups)
+            profile.capture(launch, warmups=contract.warmups if profile.profiler.warms_up else 0)
     except INTERRUPTS:
         raise
     except ServerError as exc:

@@ -28,7 +28,7 @@ from hyperloom_assets.core.decisions.climb import (
 )
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
-from hyperloom_assets.core.engines.registry import engine_for, speaking
+from hyperloom_assets.core.engines.registry import engine_for
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -45,7 +45,6 @@ from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurem
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.trial_trees import TrialTrees
-from hyperloom_assets.sim.engine_args import split_harness_args
 
 
 def build_trials_asset(partitions: dg.PartitionsDefinition):
@@ -228,9 +227,6 @@ def _launch_noise_prior(context, store, target, baseline: BaselineResult):
 
 
 def target_noise_key(target, baseline: BaselineResult) -> str:
-    """Host, engine and its identity, model; a sim's harness flags too (its noise is one of them)."""
-    identity = baseline.framework_version
-    if engine_for(target.engine).simulated:
-        harness, _ = split_harness_args(target.server_args, speaking(target.engine, target.server_args).name)
-        identity += " " + " ".join(f"{k}={v}" for k, v in sorted(harness.items()))
+    """Host, engine and its identity (a sim's harness flags too: its noise is one of them), model."""
+    identity = engine_for(target.engine).noise_identity(baseline.framework_version, target.server_args)
     return launch_noise_key(target.host, target.engine, identity, str(target.model))
