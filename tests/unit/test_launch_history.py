@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb
 from hyperloom_assets.core.decisions.history import HISTORY_MIN_DOF, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import MAX_MEASUREMENTS, MAX_MEASUREMENTS_WITH_HISTORY, decide_trial
 from hyperloom_assets.core.measurement.stats import LaunchNoise, launch_gain_interval, pooled_launch_noise
@@ -41,7 +41,7 @@ def one_climb(prior: LaunchNoise | None, gain: float) -> int:
         return TrialMeasurement(throughputs=[level * 0.99, level, level * 1.01], measuring_s=1.0)
 
     result = climb([99.0, 100.0, 101.0], 1.0, Budget(max_trials=1, target_gain_pct=1e9), lambda k, t: [CANDIDATE],
-                   measure, lambda f: None, lambda r: None, prior=prior)
+                   measure, MemoryLedger(), prior=prior)
     assert result.trials[0].outcome == ("KEEP" if gain >= 0.05 else "REVERT")
     return result.trials[0].launch_count
 
