@@ -12,6 +12,7 @@ from hyperloom_assets.core.planning.variants import parse_args
 from hyperloom_assets.core.roofline.gpus import GPUS
 from hyperloom_assets.core.roofline.roofline import Hardware, gpu_hardware
 from hyperloom_assets.resources.hosts.bandwidth import host_hardware
+from hyperloom_assets.resources.hosts.host import Host
 
 
 def _table_name(detected: str) -> str | None:
@@ -22,7 +23,7 @@ def _table_name(detected: str) -> str | None:
     return None
 
 
-def target_hardware(target: Target, host, weight_dtype: str) -> tuple[Hardware, list[str]]:
+def target_hardware(target: Target, host: Host, weight_dtype: str) -> tuple[Hardware, list[str]]:
     """The hardware and any warnings (a detected card missing from the table)."""
     named = engine_for(target.engine).named_gpu(target.server_args)
     if named is not None:
