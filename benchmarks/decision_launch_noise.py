@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.results import start_run, write_results  # noqa: E402
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.decisions.history import prior_from  # noqa: E402
 from hyperloom_assets.core.measurement.stats import LaunchNoise  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
@@ -55,8 +55,7 @@ def one_trial(rng: random.Random, gain: float, launch_sd: float, history: bool) 
 
     prior = history_prior(rng, launch_sd) if history else None
     result = climb(launch(rng, 100.0, launch_sd), 1.0, Budget(max_trials=1, target_gain_pct=1e9),
-                   lambda keepers, tried: [CANDIDATE], measure, lambda fingerprint: None, lambda record: None,
-                   prior=prior)
+                   lambda keepers, tried: [CANDIDATE], measure, MemoryLedger(), prior=prior)
     trial = result.trials[0]
     return trial.outcome, 1 + trial.launch_count
 

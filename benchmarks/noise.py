@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.support.peers import running_server, vllm_server_argv  # noqa: E402
 from benchmarks.support.results import RunStart, start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb  # noqa: E402
 from hyperloom_assets.core.decisions.rule import Outcome  # noqa: E402
 from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
@@ -151,8 +151,7 @@ def main() -> int:
                                                                     Path(scratch)), measuring_s=1.0)
 
             result = climb(launch_once([], None).throughputs, 0.0, Budget(max_trials=1, target_gain_pct=1e9),
-                           lambda keepers, tried: [SAME_CONFIG], launch_once, lambda fingerprint: None,
-                           lambda record: None)
+                           lambda keepers, tried: [SAME_CONFIG], launch_once, MemoryLedger())
             trial = result.trials[0]
             launches = 1 + trial.launch_count
             decision = trial.decision

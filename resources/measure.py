@@ -18,19 +18,20 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.engine_time import to_engine_time
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import REQUEST_ERROR_CLASSES, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
 from hyperloom_assets.core.models import Strict
-from hyperloom_assets.resources.bench.client import BenchOvertime, RoundProgress
+from hyperloom_assets.resources.bench.client import BenchmarkClient, BenchOvertime, RoundProgress
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.signals import signals_deferred
-from hyperloom_assets.sim.timescale import time_scale_of, to_simulated_time
+from hyperloom_assets.resources.store.results import ResultStore
 
 log = dg.get_dagster_logger("hyperloom.measure")
 
@@ -53,15 +54,13 @@ class MeasurementOvertime(RuntimeError):
 
 
 def engine_scale(spec: ServerSpec) -> float:
-    """How much faster than its engine's own time a server runs: a sim's time scale, else 1."""
-    return time_scale_of(spec.server_args) if engine_for(spec.engine).simulated else 1.0
+    """How much faster than its engine's own time a server runs (a sim's time scale; a real engine's 1)."""
+    return engine_for(spec.engine).time_scale_of(spec.server_args)
 
 
 def in_engine_time(spec: ServerSpec, measurement: Measurement) -> Measurement:
     """A sim's numbers in its simulated GPU's time; real engines' as measured."""
-    if not engine_for(spec.engine).simulated:
-        return measurement
-    return to_simulated_time(measurement, engine_scale(spec))
+    return to_engine_time(measurement, engine_scale(spec))
 
 
 def round_logger(label: str, spec: ServerSpec) -> Callable[[RoundProgress], None]:
@@ -79,7 +78,7 @@ def round_logger(label: str, spec: ServerSpec) -> Callable[[RoundProgress], None
     return report
 
 
-def _contract_rounds(host: Any, bench: Any, launch: LaunchRecord, spec: ServerSpec, contract: WorkloadContract,
+def _contract_rounds(host: Host, bench: BenchmarkClient, launch: LaunchRecord, spec: ServerSpec, contract: WorkloadContract,
                      workload, run_dir: Path, label: str, num_prompts: int | None,
                      overtime_s: float | None) -> Measurement:
     """The contract's warm-up and repeats on a ready server, in the engine's own time."""
@@ -90,7 +89,7 @@ def _contract_rounds(host: Any, bench: Any, launch: LaunchRecord, spec: ServerSp
     return in_engine_time(spec, measurement)
 
 
-def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str, spec: ServerSpec,
+def run_measurement(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, kind: str, spec: ServerSpec,
                     contract: WorkloadContract, run_dir: Path, run_id: str | None = None,
                     context_key: str | None = None, fingerprint: str | None = None,
                     concurrency: int | None = None, num_prompts: int | None = None,
@@ -151,7 +150,7 @@ def run_measurement(*, host: Any, bench: Any, store: Any, target: str, kind: str
     return MeasuredConfig(measurement=measurement, launch=launch, measurement_id=row, measuring_s=measuring_s)
 
 
-def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpec, contract: WorkloadContract,
+def run_sweep(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec, contract: WorkloadContract,
               rungs: list[int], run_dir: Path, run_id: str | None = None,
               context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
     """One launch, then every rung of a concurrency ladder on the hot server."""
@@ -162,7 +161,7 @@ def run_sweep(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpe
                            label=label)
 
 
-def sweep_rungs(*, host: Any, bench: Any, store: Any, target: str, spec: ServerSpec, contract: WorkloadContract,
+def sweep_rungs(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec, contract: WorkloadContract,
                 rungs: list[int], launch: LaunchRecord, run_dir: Path, run_id: str | None = None,
                 context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
     """Every rung of a concurrency ladder on a server that is up: each its own warm-up and round."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 
@@ -29,6 +28,8 @@ from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.profile.trace import TraceError, reduce_trace
 from hyperloom_assets.core.results import ProfileResult
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.measure import INTERRUPTS, in_engine_time
 
 log = dg.get_dagster_logger("hyperloom.profile")
@@ -55,7 +56,7 @@ def short_round(contract: WorkloadContract) -> int | None:
     return min(contract.num_prompts, 2 * contract.workload.concurrency)
 
 
-def _control(host: Any, url: str, timeout_s: float) -> None:
+def _control(host: Host, url: str, timeout_s: float) -> None:
     reply = host.post(url, timeout_s)
     if "error" in reply:
         raise ProfileUnavailable(f"POST {url}: {reply['error']}")
@@ -91,7 +92,7 @@ class ServerProfile:
     that matter); `result` reads the trace once the server is torn down.
     """
 
-    def __init__(self, host: Any, bench: Any, spec: ServerSpec, contract: WorkloadContract, run_dir: Path):
+    def __init__(self, host: Host, bench: BenchmarkClient, spec: ServerSpec, contract: WorkloadContract, run_dir: Path):
         engine = engine_for(spec.engine)
         self.host, self.bench, self.spec, self.contract, self.run_dir = host, bench, spec, contract, Path(run_dir)
         self.profiler = engine.profiler
@@ -144,7 +145,7 @@ class ServerProfile:
     def result(self) -> ProfileResult:
         """The reduced trace, after teardown; or why there is none."""
         engine = engine_for(self.spec.engine)
-        result = ProfileResult(engine=self.spec.engine, taken=False, simulated=engine.simulated, argv=self.argv)
+        result = ProfileResult(engine=self.spec.engine, taken=False, source=engine.profile_source(), argv=self.argv)
         if self.reason is None and not self.argv:
             self.reason = "the profiled server never became ready"
         if self.reason is not None:
@@ -160,7 +161,7 @@ class ServerProfile:
                                          "profiled_tok_s": self.tok_s})
 
 
-def run_profile(*, host: Any, bench: Any, spec: ServerSpec, contract: WorkloadContract, run_dir: Path) -> ProfileResult:
+def run_profile(*, host: Host, bench: BenchmarkClient, spec: ServerSpec, contract: WorkloadContract, run_dir: Path) -> ProfileResult:
     """A launch of its own for `spec`, warmed up, then profiled; the reason when it cannot be taken."""
     run_dir.mkdir(parents=True, exist_ok=True)
     profile = ServerProfile(host, bench, spec, contract, run_dir)
@@ -168,7 +169,7 @@ def run_profile(*, host: Any, bench: Any, spec: ServerSpec, contract: WorkloadCo
         return profile.result()
     try:
         with host.serve(profile.launch_spec(), run_dir, label="profile") as launch:
-            profile.capture(launch, warmups=0 if engine_for(spec.engine).simulated else contract.warmups)
+            profile.capture(launch, warmups=contract.warmups if profile.profiler.warms_up else 0)
     except INTERRUPTS:
         raise
     except ServerError as exc:

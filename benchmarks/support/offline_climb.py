@@ -21,6 +21,7 @@ from hyperloom_assets.core.config.targets import Target, Workload
 from hyperloom_assets.core.decisions.climb import (
     Budget,
     ClimbResult,
+    MemoryLedger,
     TrialMeasurement,
     TrialRecord,
     climb,
@@ -197,11 +198,9 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
         argv = composition(target, launched_changes(keepers, variant)).argv
         return measure_once(scenario, argv, next(seeds), launcher)
 
-    ledger: dict[str, TrialRecord] = {}
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   ledger.get, lambda record: ledger.__setitem__(record.fingerprint, record), history.append,
-                   prior=prior)
+                   MemoryLedger(finished=history), prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
                         launches=1 + sum(t.launch_count for t in result.trials),

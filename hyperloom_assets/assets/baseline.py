@@ -262,7 +262,7 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
         if refused is None:
             return measured, None, after_rounds.gate_answers
         return measured, ProfileResult(engine=spec.engine, taken=False, reason=refused,
-                                       simulated=engine_for(spec.engine).simulated), after_rounds.gate_answers
+                                       source=engine_for(spec.engine).profile_source()), after_rounds.gate_answers
 
 
 def prepare_run_tree(target: Target, name: str, host, spec: ServerSpec) -> RunTree | None:

@@ -8,6 +8,7 @@ measuring it again.
 """
 
 import time
+from collections.abc import Callable
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -28,7 +29,7 @@ from hyperloom_assets.core.decisions.climb import (
 )
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
-from hyperloom_assets.core.engines.registry import engine_for, speaking
+from hyperloom_assets.core.engines.registry import engine_for
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -45,7 +46,6 @@ from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurem
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.trial_trees import TrialTrees
-from hyperloom_assets.sim.engine_args import split_harness_args
 
 
 def build_trials_asset(partitions: dg.PartitionsDefinition):
@@ -73,10 +73,11 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
 
 
 class StoreLedger:
-    """The climb's ledger in the result store, keyed by the run's context."""
+    """The climb's ledger in the result store, keyed by the run's context; each launch and
+    trial goes to the run log, and each trial to `settle` (what the run learns from it)."""
 
-    def __init__(self, context, store: ResultStore, key: str):
-        self.context, self.store, self.key = context, store, key
+    def __init__(self, context, store: ResultStore, key: str, settle: Callable[[TrialRecord], None]):
+        self.context, self.store, self.key, self.settle = context, store, key, settle
 
     def recall(self, fingerprint: str) -> TrialRecord | None:
         for row in self.store.trials(self.key):
@@ -108,6 +109,14 @@ class StoreLedger:
         self.store.record_look(context_key=self.key, fingerprint=look.trial, look=look.index,
                                record=look.model_dump(mode="json"), run_id=self.context.run.run_id)
 
+    def on_look(self, index: int, variant_name: str, look: Look, replayed: bool) -> None:
+        self.context.log.info("trial %d %s: launch %d (%s) %s%s", index, variant_name, look.index, look.role,
+                              _look_text(look), ", replayed from the ledger" if replayed else "")
+
+    def on_trial(self, record: TrialRecord) -> None:
+        self.settle(record)
+        _observe_trial(self.context, record)
+
 
 def _look_text(look: Look) -> str:
     m = look.measurement
@@ -136,26 +145,19 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
     trees = TrialTrees(baseline.run_tree)
     launch_spec = trees.spec_maker(target, baseline.spec)
 
-    def on_look(index: int, variant_name: str, look: Look, replayed: bool) -> None:
-        context.log.info("trial %d %s: launch %d (%s) %s%s", index, variant_name, look.index, look.role,
-                         _look_text(look), ", replayed from the ledger" if replayed else "")
-
-    def on_trial(record: TrialRecord) -> None:
+    def settle(record: TrialRecord) -> None:
         history.append(record)
         trees.settle(record)
         tried_patches.update(patch.sha256 for patch in record.variant.patches)
-        _observe_trial(context, record)
 
-    ledger = StoreLedger(context, store, key)
+    ledger = StoreLedger(context, store, key, settle)
     deadline = time.monotonic() + target.time_budget_min * 60 if target.time_budget_min else None
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct, deadline_s=deadline)
     gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
                       launch_spec, context.log, baseline_answers=baseline.gate_answers)
     noise_key, prior = _launch_noise_prior(context, store, target, baseline)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan,
-                   _measurer(context, target, host, bench, store, baseline, launch_spec, gate),
-                   ledger.recall, ledger.remember, on_trial, recall_looks=ledger.recall_looks,
-                   remember_look=ledger.remember_look, on_look=on_look,
+                   _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
                    checks=Checks(admit=trees.admit, gate=gate.judge_variant), prior=prior)
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))
@@ -228,9 +230,6 @@ def _launch_noise_prior(context, store, target, baseline: BaselineResult):
 
 
 def target_noise_key(target, baseline: BaselineResult) -> str:
-    """Host, engine and its identity, model; a sim's harness flags too (its noise is one of them)."""
-    identity = baseline.framework_version
-    if engine_for(target.engine).simulated:
-        harness, _ = split_harness_args(target.server_args, speaking(target.engine, target.server_args).name)
-        identity += " " + " ".join(f"{k}={v}" for k, v in sorted(harness.items()))
+    """Host, engine and its identity (a sim's harness flags too: its noise is one of them), model."""
+    identity = engine_for(target.engine).noise_identity(baseline.framework_version, target.server_args)
     return launch_noise_key(target.host, target.engine, identity, str(target.model))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.decisions.climb import ClimbResult
+from hyperloom_assets.core.engines.spec import ProfileSource
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
@@ -30,14 +31,14 @@ class ProfileResult(Strict):
     trace_path: str | None = None  # the reduced trace, in the run folder
     argv: list[str] = []
     profiled_tok_s: float | None = None
-    simulated: bool = False  # the sim's model, in simulated time
+    source: ProfileSource = ProfileSource()  # what took it, in which time unit (the engine's Profiler)
 
     def evidence(self) -> dict | None:
         """What the proposer is shown: the shares and the top ops, rounded."""
         if self.summary is None:
             return None
         s = self.summary
-        return {"source": "sim performance model" if self.simulated else f"{self.engine} torch profiler",
+        return {"source": self.source.evidence.format(engine=self.engine),
                 "of": "the baseline's configuration, one short round",
                 "time_base": s.time_base, "window_ms": round(s.window_ms, 1),
                 "shares_pct": {k: round(v, 2) for k, v in s.shares_pct.items()},

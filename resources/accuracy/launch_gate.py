@@ -27,6 +27,7 @@ from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.resources.accuracy.client import GateUnavailable, collect_outputs
 from hyperloom_assets.resources.accuracy.gate import SideEvidence, evidence_of, verdict_of
+from hyperloom_assets.resources.hosts.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def answers_on(check: AgreementCheck | LmEvalCheck, launch: LaunchRecord) -> lis
 class LaunchGate:
     """`spec_for(keepers, variant)` builds a launch spec (checking its tree out); `log` says each verdict."""
 
-    def __init__(self, host: Any, check: AgreementCheck | LmEvalCheck, folder: Path,
+    def __init__(self, host: Host, check: AgreementCheck | LmEvalCheck, folder: Path,
                  spec_for: Callable[[list[Variant], Variant | None], ServerSpec], log: Any = None,
                  baseline_answers: list[PromptOutput] | None = None):
         self.host, self.check, self.folder, self.spec_for, self.log = host, check, folder, spec_for, log

@@ -22,6 +22,7 @@ from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
 from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.owner_scope import this_holder
 from hyperloom_assets.resources.hosts.ssh import SshHost
@@ -42,7 +43,7 @@ class HostFleet(dg.ConfigurableResource):
     store: ResultStore
     lease_ttl_s: float = DEFAULT_TTL_S
 
-    def host(self, name: str):
+    def host(self, name: str) -> Host:
         """The host resource for a name of the hosts file; HostsError naming what is wrong."""
         file = self.catalog.hosts_path()
         hosts, problems = load_hosts(file)
@@ -61,7 +62,7 @@ class HostFleet(dg.ConfigurableResource):
                        check_foreign_processes=self.local.check_foreign_processes,
                        teardown_term_wait_s=self.local.teardown_term_wait_s)
 
-    def for_target(self, target: Target):
+    def for_target(self, target: Target) -> Host:
         return self.host(target.host)
 
     def run_host(self, run: dg.DagsterRun | None) -> str | None:

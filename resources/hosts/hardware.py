@@ -1,6 +1,6 @@
 """Which hardware a target runs on, for its roofline.
 
-A sim target's `--gpu`/`--tp` name a GPU of the table; a real engine on a GPU host uses
+An engine that names its GPU (the sim's `--gpu`/`--tp`) gets that GPU of the table; a real engine on a GPU host uses
 the detected card; a host without a GPU gets its memory bandwidth measured once.
 """
 
@@ -12,7 +12,7 @@ from hyperloom_assets.core.planning.variants import parse_args
 from hyperloom_assets.core.roofline.gpus import GPUS
 from hyperloom_assets.core.roofline.roofline import Hardware, gpu_hardware
 from hyperloom_assets.resources.hosts.bandwidth import host_hardware
-from hyperloom_assets.sim.engine_args import split_harness_args
+from hyperloom_assets.resources.hosts.host import Host
 
 
 def _table_name(detected: str) -> str | None:
@@ -23,11 +23,12 @@ def _table_name(detected: str) -> str | None:
     return None
 
 
-def target_hardware(target: Target, host, weight_dtype: str) -> tuple[Hardware, list[str]]:
+def target_hardware(target: Target, host: Host, weight_dtype: str) -> tuple[Hardware, list[str]]:
     """The hardware and any warnings (a detected card missing from the table)."""
-    if engine_for(target.engine).simulated:
-        harness, _ = split_harness_args(target.server_args)
-        return gpu_hardware(str(harness.get("--gpu", "H100")), int(harness.get("--tp", 1)), weight_dtype), []
+    named = engine_for(target.engine).named_gpu(target.server_args)
+    if named is not None:
+        gpu, tp = named
+        return gpu_hardware(gpu, tp, weight_dtype), []
     warnings = []
     detected = host.gpu_names()
     if detected:

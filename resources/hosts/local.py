@@ -1,4 +1,4 @@
-"""GPU hosts as resources: the local host serves on this machine.
+"""GPU hosts as resources: the local host serves on this machine (a Host, host.py).
 
 `LocalHost.serve(spec, run_dir)` is the measurement protocol's launch half, through the
 one lifecycle every host shares (lifecycle.py) with the steps run in-process: reap
@@ -23,6 +23,7 @@ import dagster as dg
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts.agent import facts as agent_facts
 from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, pinned_thread
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
@@ -144,7 +145,7 @@ class LocalHost(dg.ConfigurableResource):
         with serve_on(transport, self.name, spec, self.python_executable(spec), run_dir, label) as launch:
             yield launch
 
-    def measure(self, bench, base_url: str, *args, cpus: CpuPlacement | None = None, **kwargs) -> Measurement:
+    def measure(self, bench: BenchmarkClient, base_url: str, *args, cpus: CpuPlacement | None = None, **kwargs) -> Measurement:
         """The benchmark client, here beside the server, on the client's CPUs of the launch's placement."""
         with pinned_thread(cpus.client_cpus if cpus else None):
             return bench.measure(base_url, *args, **kwargs)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+
+from hyperloom_assets.resources.hosts.host import Host
 
 
-def step_dir(host: Any, target: str, run_id: str, step: str) -> Path:
+def step_dir(host: Host, target: str, run_id: str, step: str) -> Path:
     """A fresh folder for one step's server logs, request records and plots."""
     folder = Path(host.state_path()) / "runs" / target / run_id / step
     folder.mkdir(parents=True, exist_ok=True)
@@ -21,7 +22,7 @@ def step_kind(step: str) -> str:
     return step.split("-")[0]
 
 
-def launches_in(host: Any, target: str, run_id: str) -> dict[str, int]:
+def launches_in(host: Host, target: str, run_id: str) -> dict[str, int]:
     """The server launches of one run, by step kind: every launch leaves its teardown record."""
     root = Path(host.state_path()) / "runs" / target / run_id
     counts = Counter(step_kind(record.relative_to(root).parts[0]) for record in root.rglob("teardown.json"))

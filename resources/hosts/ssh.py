@@ -28,11 +28,13 @@ from typing import Callable, Iterator
 import dagster as dg
 
 from hyperloom_assets.core.config.hosts import SshHostConfig
+from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import BenchOvertime, CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.agent import PROGRESS_MARK, REPLY_MARK
 from hyperloom_assets.resources.hosts.lifecycle import serve_on
+from hyperloom_assets.resources.bench.client import BenchmarkClient, ProgressFn
 from hyperloom_assets.resources.bench.runner import BenchInputError, BenchRunError, RoundProgress
 from hyperloom_assets.resources.hosts.process_group import ReapReport, TeardownResult
 
@@ -209,7 +211,7 @@ class SshTransport:
 
 
 class SshHost(dg.ConfigurableResource):
-    """A GPU host of the hosts file reached over SSH; its state (runs, pidfiles) is under
+    """A GPU host of the hosts file reached over SSH (a Host, host.py); its state (runs, pidfiles) is under
     `workdir` there, and its run folders here under `state_dir` like the local host's."""
 
     name: str
@@ -273,9 +275,10 @@ class SshHost(dg.ConfigurableResource):
         """The step's folder on the host, which comes back whole with the server log at teardown."""
         return self.transport().host_dir(Path(run_dir))
 
-    def measure(self, bench, base_url: str, served_model: str, workload, vocab_size: int, repeats: int,
-                warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
-                max_model_len: int | None = None, timeout_s: float | None = None, progress=None,
+    def measure(self, bench: BenchmarkClient, base_url: str, served_model: str, workload: Workload, vocab_size: int,
+                repeats: int, warmups: int | None = None, num_prompts: int | None = None,
+                records_dir: Path | None = None, max_model_len: int | None = None, timeout_s: float | None = None,
+                progress: ProgressFn | None = None,
                 cpus: CpuPlacement | None = None) -> Measurement:
         """The benchmark client on the host beside the server (on the placement's client CPUs). Its records
         are written into the step's folder there, which comes back whole with the server log at teardown.

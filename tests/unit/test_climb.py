@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.core.decisions.climb import OVERTIME, Budget, Look, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.core.decisions.climb import OVERTIME, Budget, Look, MemoryLedger, TrialMeasurement, TrialRecord, climb
 from hyperloom_assets.core.planning.variants import Variant
 
 BASE = [100.0, 101.0, 99.0]
@@ -37,21 +37,10 @@ def physics(keepers: list[Variant], v: Variant | None) -> TrialMeasurement:
     return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0)
 
 
-class Ledger:
-    def __init__(self) -> None:
-        self.rows: dict[str, TrialRecord] = {}
-
-    def recall(self, fingerprint: str) -> TrialRecord | None:
-        return self.rows.get(fingerprint)
-
-    def remember(self, record: TrialRecord) -> None:
-        self.rows[record.fingerprint] = record
-
-
-def run(plan, measure, ledger: Ledger | None = None, **budget):
-    ledger = ledger or Ledger()
+def run(plan, measure, ledger: MemoryLedger | None = None, **budget):
+    ledger = ledger or MemoryLedger()
     limits = {"max_trials": 10, "target_gain_pct": 500.0, **budget}
-    return climb(BASE, 1.0, Budget(**limits), plan, measure, ledger.recall, ledger.remember)
+    return climb(BASE, 1.0, Budget(**limits), plan, measure, ledger)
 
 
 def test_keeps_the_cap_then_finds_the_budget_that_only_pays_after_it() -> None:
@@ -79,7 +68,7 @@ def test_a_crash_is_failed_and_the_next_candidate_runs() -> None:
 
 
 def test_re_execution_replays_the_ledger_and_measures_nothing() -> None:
-    ledger = Ledger()
+    ledger = MemoryLedger()
     plan = lambda keepers, tried: [BUDGET, CAP] if not keepers else [BUDGET]  # noqa: E731
     first = run(plan, physics, ledger)
     calls = []
@@ -232,7 +221,7 @@ def test_a_first_look_without_an_interval_leaves_the_five_percent_to_the_two_loo
         return TrialMeasurement(throughputs=[level] * 3, measuring_s=1.0)
 
     result = climb([100.0] * 3, 1.0, Budget(max_trials=1, target_gain_pct=500.0), lambda keepers, tried: [NOOP],
-                   measure, lambda fingerprint: None, lambda record: None)
+                   measure, MemoryLedger())
     trial = result.trials[0]
     assert (trial.outcome, trial.measurements) == ("KEEP", 2)
     assert "97.5% interval" in trial.decision.reason
@@ -257,22 +246,22 @@ def test_a_run_killed_mid_trial_resumes_from_its_recorded_launches_and_measures_
             return TrialMeasurement(throughputs=[level, level + 0.5, level - 0.5], measuring_s=1.0)
         return measure
 
-    def run_with_looks(measure, ledger, looks):
+    def run_with_looks(measure, ledger):
         return climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), lambda keepers, tried: [NOOP], measure,
-                     ledger.recall, ledger.remember, recall_looks=lambda fp: [lk for lk in looks if lk.trial == fp],
-                     remember_look=looks.append)
+                     ledger)
 
-    whole = run_with_looks(measuring(levels(), []), Ledger(), [])
-    ledger, looks, first = Ledger(), [], []
+    whole = run_with_looks(measuring(levels(), []), MemoryLedger())
+    looks, first = [], []
+    ledger = MemoryLedger(looks=looks)
     with pytest.raises(Interrupted):
-        run_with_looks(measuring(levels(), first, die_at=4), ledger, looks)
+        run_with_looks(measuring(levels(), first, die_at=4), ledger)
     assert first == ["noop", "best", "noop"] and [lk.role for lk in looks] == ["variant", "best", "variant"]
-    assert ledger.rows == {}, "the trial never finished"
+    assert ledger.records == {}, "the trial never finished"
     remaining = levels()
     for name in first:  # the recorded launches consumed these levels
         next(remaining[name])
     second: list[str] = []
-    resumed = run_with_looks(measuring(remaining, second), ledger, looks)
+    resumed = run_with_looks(measuring(remaining, second), ledger)
     assert second == ["best", "noop"], "only the interrupted launch and those after it are measured"
     assert resumed.trials[0].decision == whole.trials[0].decision
     assert resumed.evidence == whole.evidence and resumed.keepers == whole.keepers
@@ -285,8 +274,35 @@ def test_a_recorded_launch_of_another_role_is_not_replayed() -> None:
         calls.append(config_name(keepers, v))
         return physics(keepers, v)
 
-    stale = [Look(trial="x", index=1, role="best", measurement=TrialMeasurement(throughputs=[1.0] * 3))]
+    class StaleLedger(MemoryLedger):
+        def recall_looks(self, fingerprint: str) -> list[Look]:
+            return [Look(trial=fingerprint, index=1, role="best", measurement=TrialMeasurement(throughputs=[1.0] * 3))]
+
     result = climb(BASE, 1.0, Budget(max_trials=1, target_gain_pct=500.0), lambda keepers, tried: [CAP], measure,
-                   lambda fp: None, lambda record: None, recall_looks=lambda fp: [lk.model_copy(update={"trial": fp})
-                                                                                   for lk in stale])
+                   StaleLedger())
     assert calls[0] == "cap" and result.trials[0].outcome == "KEEP"
+
+
+def test_the_ledger_is_told_of_each_launch_and_trial_as_it_is_done_and_of_replays() -> None:
+    class Told(MemoryLedger):
+        def __init__(self) -> None:
+            super().__init__()
+            self.told: list[tuple] = []
+
+        def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None:
+            self.told.append(("look", trial_index, variant_name, look.role, replayed))
+
+        def on_trial(self, record: TrialRecord) -> None:
+            super().on_trial(record)
+            self.told.append(("trial", record.index, record.name, record.replayed))
+
+    first = Told()
+    run(lambda keepers, tried: [CAP] if not keepers else [], physics, first)
+    assert first.told == [("look", 1, "cap", "variant", False), ("look", 1, "cap", "best", False),
+                          ("look", 1, "cap", "variant", False), ("look", 1, "cap", "rebench", False),
+                          ("trial", 1, "cap", False)]
+    assert [t.name for t in first.finished] == ["cap"]
+    again = Told()
+    again.records = first.records
+    run(lambda keepers, tried: [CAP] if not keepers else [], physics, again)
+    assert again.told == [("trial", 1, "cap", True)], "a replayed trial launches nothing"

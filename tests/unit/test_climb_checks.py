@@ -3,13 +3,13 @@ launch, and a risky winner must pass the accuracy gate (failing closed)."""
 
 from __future__ import annotations
 
-from hyperloom_assets.core.decisions.climb import Budget, Checks, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.climb import Budget, Checks, MemoryLedger, TrialMeasurement, climb
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.patches.patch import parse_patch
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.patch_plan import patch_variant
 from hyperloom_assets.core.planning.variants import Variant
-from tests.unit.test_climb import BASE, CAP, Ledger
+from tests.unit.test_climb import BASE, CAP
 
 PATCH = patch_variant(parse_patch("--- a/vllm/x.py\n+++ b/vllm/x.py\n@@ -1 +1 @@\n-a\n+b\n", "x", "operator",
                                   engine_for("vllm")), 1.0)
@@ -23,9 +23,8 @@ def measured(keepers: list[Variant], v: Variant | None) -> TrialMeasurement:
 
 
 def run_one(variant: Variant, checks: Checks, measure=measured):
-    ledger = Ledger()
     result = climb(BASE, 1.0, Budget(max_trials=1, target_gain_pct=500.0), lambda keepers, tried: [variant],
-                   measure, ledger.recall, ledger.remember, checks=checks)
+                   measure, MemoryLedger(), checks=checks)
     return result.trials[0]
 
 

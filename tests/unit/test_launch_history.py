@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb
 from hyperloom_assets.core.decisions.history import HISTORY_MIN_DOF, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import MAX_MEASUREMENTS, MAX_MEASUREMENTS_WITH_HISTORY, decide_trial
 from hyperloom_assets.core.measurement.stats import LaunchNoise, launch_gain_interval, pooled_launch_noise
@@ -41,7 +41,7 @@ def one_climb(prior: LaunchNoise | None, gain: float) -> int:
         return TrialMeasurement(throughputs=[level * 0.99, level, level * 1.01], measuring_s=1.0)
 
     result = climb([99.0, 100.0, 101.0], 1.0, Budget(max_trials=1, target_gain_pct=1e9), lambda k, t: [CANDIDATE],
-                   measure, lambda f: None, lambda r: None, prior=prior)
+                   measure, MemoryLedger(), prior=prior)
     assert result.trials[0].outcome == ("KEEP" if gain >= 0.05 else "REVERT")
     return result.trials[0].launch_count
 
@@ -77,7 +77,7 @@ def test_with_history_one_unlucky_look_of_a_real_gain_does_not_end_its_trial() -
     unlucky = decide_trial([[100.5]], [[100.0]], measurements=1, prior=prior)
     assert unlucky.outcome.value == "NEEDS_REVIEW", unlucky.reason
     plain = decide_trial([[100.5]], [[100.0]], measurements=1)
-    assert plain.outcome.value == "REVERT", "without history the estimate is judged, as DESIGN.md states it"
+    assert plain.outcome.value == "REVERT", "without history the estimate is judged, as docs/design.md states it"
     small = decide_trial([[100.5]] * 4, [[100.0]] * 4, measurements=4, prior=prior)
     assert small.outcome.value == "REVERT" and "under" in small.reason
 

@@ -1,4 +1,5 @@
-"""The layers of docs/design.md hold: pure code never reaches Dagster or the outside world.
+"""The layers of docs/design.md hold: pure code never reaches Dagster or the outside world,
+and the sim is an engine like any other outside its own spec and package.
 
 Pure code is `hyperloom_assets.core` and the sim. The static check follows every import
 statement, so a pure module that reaches Dagster or a resource through another module is
@@ -23,6 +24,11 @@ PURE_PACKAGES = ("hyperloom_assets.core", "hyperloom_assets.sim")
 # Modules pure code may never reach: Dagster, and everything that acts or orchestrates.
 FORBIDDEN = ("dagster", "hyperloom_assets.resources", "hyperloom_assets.assets", "hyperloom_assets.sensors",
              "hyperloom_assets.jobs", "hyperloom_assets.definitions", "hyperloom_assets.cli", "sqlalchemy")
+
+# The sim's package, and the only modules that may know an engine is the sim: the engine
+# specs (core/engines: the sim's spec hands its behaviour to the harness) and the sim itself.
+SIM_PACKAGE = "hyperloom_assets.sim"
+KNOWS_THE_SIM = ("hyperloom_assets.core.engines", SIM_PACKAGE)
 
 
 def module_files() -> dict[str, Path]:
@@ -55,8 +61,20 @@ def imports_of(path: Path, module: str) -> set[str]:
     return names
 
 
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
 def forbidden(name: str) -> bool:
-    return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+    return within(name, FORBIDDEN)
+
+
+def sim_special_cases(path: Path, module: str) -> list[str]:
+    """Where a module imports the sim's package or branches on an engine being `.simulated`."""
+    found = [f"imports {name}" for name in sorted(imports_of(path, module)) if within(name, (SIM_PACKAGE,))]
+    found += [f"line {node.lineno}: .simulated" for node in ast.walk(ast.parse(path.read_text()))
+              if isinstance(node, ast.Attribute) and node.attr == "simulated"]
+    return found
 
 
 def chain_to_forbidden(start: str, files: dict[str, Path]) -> list[str] | None:
@@ -123,3 +141,20 @@ def test_no_module_imports_the_bare_top_level_names() -> None:
     offenders = [f"{module}: {name}" for module, path in files.items() for name in imports_of(path, module)
                  if name.split(".")[0] in ("resources", "sensors", "jobs")]
     assert offenders == []
+
+
+def test_only_the_engine_specs_and_the_sim_know_an_engine_is_the_sim() -> None:
+    offenders = {module: found for module, path in module_files().items()
+                 if not within(module, KNOWS_THE_SIM) and (found := sim_special_cases(path, module))}
+    assert offenders == {}
+
+
+def test_a_module_that_imports_or_branches_on_the_sim_is_named(tmp_path) -> None:
+    path = tmp_path / "measure.py"
+    path.write_text("from hyperloom_assets.sim.timescale import time_scale_of\n"
+                    "from hyperloom_assets import sim\n"
+                    "def scale(spec, args):\n"
+                    "    return time_scale_of(args) if spec.simulated else 1.0\n")
+    assert sim_special_cases(path, "hyperloom_assets.resources.measure") == [
+        "imports hyperloom_assets.sim", "imports hyperloom_assets.sim.timescale",
+        "imports hyperloom_assets.sim.timescale.time_scale_of", "line 4: .simulated"]

@@ -1,12 +1,13 @@
 """The climb: trials against the running best, re-planning after every keeper. Pure code.
 
-The `trials` asset supplies three callbacks: `plan` (the planner on top of the current
-stack), `measure` (one launch of the stack plus a variant, or of the stack alone when
-the variant is None, through the resources) and a ledger (`recall`/`remember`) keyed by
-the trial fingerprint within the run's context, so re-executing a run replays recorded
-trials instead of measuring them again. The ledger also takes each launch of a trial as
-it finishes (`recall_looks`/`remember_look`), so a run killed mid-trial resumes that
-trial from its recorded launches and measures only what was interrupted. Replay is
+The `trials` asset supplies two callbacks, `plan` (the planner on top of the current
+stack) and `measure` (one launch of the stack plus a variant, or of the stack alone when
+the variant is None, through the resources), and a Ledger: trials (`recall`/`remember`)
+keyed by the trial fingerprint within the run's context, so re-executing a run replays
+recorded trials instead of measuring them again, and each launch of a trial as it
+finishes (`recall_looks`/`remember_look`), so a run killed mid-trial resumes that trial
+from its recorded launches and measures only what was interrupted. The ledger is told of
+each launch and trial as it is done (`on_look`/`on_trial`). Replay is
 exact because the climb is deterministic given its measurements: the same launches in
 the same order lead it to ask for the same next launch.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from hyperloom_assets.core.decisions.rule import (
     Decision,
@@ -138,15 +139,59 @@ class ClimbResult(Strict):
 
 PlanFn = Callable[[list[Variant], set[str]], list[Variant]]
 MeasureFn = Callable[[list[Variant], Variant | None], TrialMeasurement]  # None: the stack alone
-RecallFn = Callable[[str], TrialRecord | None]
-RememberFn = Callable[[TrialRecord], None]
-RecallLooksFn = Callable[[str], list[Look]]  # a trial's recorded launches
-RememberLookFn = Callable[[Look], None]
-OnLookFn = Callable[[int, str, Look, bool], None]  # trial index, variant name, the look, replayed
 # (keepers, variant) -> why its source patch does not apply to the running best, or None (before any launch)
 AdmitFn = Callable[[list[Variant], Variant], "str | None"]
 # (keepers, variant) -> (verdict, why): the accuracy gate on a risky variant that won on throughput
 GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
+
+
+class Ledger(Protocol):
+    """Where the climb's trials and launches are kept, and who is told of each as it is done."""
+
+    def recall(self, fingerprint: str) -> TrialRecord | None:
+        """The trial recorded under a fingerprint, replayed instead of measured."""
+
+    def remember(self, record: TrialRecord) -> None: ...
+
+    def recall_looks(self, fingerprint: str) -> list[Look]:
+        """A trial's recorded launches, for a trial a killed run left unfinished."""
+
+    def remember_look(self, look: Look) -> None: ...
+
+    def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None: ...
+
+    def on_trial(self, record: TrialRecord) -> None: ...
+
+
+class MemoryLedger:
+    """A ledger in memory, telling no one: what a climb outside the assets keeps.
+
+    `looks` may be shared with another ledger, as a run killed mid-trial and its re-execution
+    share the store; `finished` receives each trial as it is done.
+    """
+
+    def __init__(self, looks: list[Look] | None = None, finished: list[TrialRecord] | None = None):
+        self.records: dict[str, TrialRecord] = {}
+        self.looks = [] if looks is None else looks
+        self.finished = [] if finished is None else finished
+
+    def recall(self, fingerprint: str) -> TrialRecord | None:
+        return self.records.get(fingerprint)
+
+    def remember(self, record: TrialRecord) -> None:
+        self.records[record.fingerprint] = record
+
+    def recall_looks(self, fingerprint: str) -> list[Look]:
+        return [look for look in self.looks if look.trial == fingerprint]
+
+    def remember_look(self, look: Look) -> None:
+        self.looks.append(look)
+
+    def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None:
+        pass
+
+    def on_trial(self, record: TrialRecord) -> None:
+        self.finished.append(record)
 
 
 class Checks(NamedTuple):
@@ -171,11 +216,10 @@ class _Launcher:
     the one asked for too (the keepers before a trial are fixed by the trials before it).
     """
 
-    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, recorded: list[Look],
-                 remember: RememberLookFn, on_look: OnLookFn | None):
+    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, ledger: Ledger):
         self.trial, self.trial_index, self.name = trial, index, name
-        self.measure, self.remember, self.on_look = measure, remember, on_look
-        self.recorded = {look.index: look for look in recorded}
+        self.measure, self.ledger = measure, ledger
+        self.recorded = {look.index: look for look in ledger.recall_looks(trial)}
         self.count = 0
 
     def __call__(self, role: str, keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
@@ -184,9 +228,8 @@ class _Launcher:
         replayed = look is not None and look.role == role
         if not replayed:
             look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant))
-            self.remember(look)
-        if self.on_look is not None:
-            self.on_look(self.trial_index, self.name, look, replayed)
+            self.ledger.remember_look(look)
+        self.ledger.on_look(self.trial_index, self.name, look, replayed)
         return look.measurement
 
 
@@ -288,10 +331,7 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> Stop
 
 
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
-          recall: RecallFn, remember: RememberFn, on_trial: Callable[[TrialRecord], None] | None = None, *,
-          recall_looks: RecallLooksFn | None = None, remember_look: RememberLookFn | None = None,
-          on_look: OnLookFn | None = None, checks: Checks | None = None,
-          prior: LaunchNoise | None = None) -> ClimbResult:
+          ledger: Ledger, *, checks: Checks | None = None, prior: LaunchNoise | None = None) -> ClimbResult:
     """`baseline` is the baseline's per-repeat throughputs: its one launch; `prior` the launch
     noise of earlier runs of the same host, engine and model (decisions/history.py)."""
     checks = checks or Checks()
@@ -315,23 +355,20 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
             return result(StopReason.NO_MORE_CANDIDATES.value)
         fingerprint = trial_fingerprint(keepers, variant)
         seen.add(fingerprint)
-        record = recall(fingerprint)
+        record = ledger.recall(fingerprint)
         if record is not None:
             record = record.model_copy(update={"index": len(trials) + 1, "replayed": True})
         else:
             others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
-            launch = _Launcher(fingerprint, len(trials) + 1, variant.name, measure,
-                               recall_looks(fingerprint) if recall_looks else [],
-                               remember_look or (lambda look: None), on_look)
+            launch = _Launcher(fingerprint, len(trials) + 1, variant.name, measure, ledger)
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
                                     baseline_measuring_s, launch, checks, prior)
-            remember(record)
+            ledger.remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
         if record.launches or record.rebench_launches:  # the rebench launched the same config
             evidence[fingerprint] = evidence.get(fingerprint, []) + record.launches + record.rebench_launches
         trials.append(record)
-        if on_trial is not None:
-            on_trial(record)
+        ledger.on_trial(record)
         if record.decision.outcome == Outcome.KEEP:
             keepers = [*keepers, variant]
             best_key = fingerprint

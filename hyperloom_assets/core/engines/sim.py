@@ -4,7 +4,8 @@
 lines, chosen by its harness flag `--flavor vllm|sglang|atom`; everything that depends
 on what a target speaks (evidence, invariant 6 (docs/design.md), the seed grid, accuracy risks) follows
 that flavor's module. Its own harness flags (`--gpu`, `--time-scale`, ...) are never
-engine args (docs/design.md, invariant 3).
+engine args (docs/design.md, invariant 3); they say what a real engine's host would: the GPU
+it models, how much faster than that GPU it runs, and what its launch noise depends on.
 """
 
 from __future__ import annotations
@@ -13,8 +14,24 @@ from typing import Any
 
 from hyperloom_assets.core.engines import atom, sglang, vllm
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
-from hyperloom_assets.core.engines.spec import CliParser, Distribution, EngineSpec, Entry, Profiler, Startup
-from hyperloom_assets.sim.engine_args import FLAVORS, engine_parser, flavor_of, harness_flags, http_port_flag
+from hyperloom_assets.core.engines.spec import (
+    CliParser,
+    Distribution,
+    EngineSpec,
+    Entry,
+    Profiler,
+    ProfileSource,
+    Startup,
+)
+from hyperloom_assets.sim.engine_args import (
+    FLAVORS,
+    engine_parser,
+    flavor_of,
+    harness_flags,
+    http_port_flag,
+    split_harness_args,
+)
+from hyperloom_assets.sim.timescale import time_scale_of
 
 # The engines the sim's flavors imitate: a new flavor is a module here and code in the sim.
 FLAVOR_ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (vllm.ENGINE, sglang.ENGINE, atom.ENGINE)}
@@ -42,6 +59,18 @@ def port_flag(server_args: list[str]) -> str:
 def profiler_args(trace_dir: str) -> list[str]:
     """The sim's harness flag: its performance model's time breakdown, as a Chrome trace (sim/profiler.py)."""
     return ["--profile-dir", trace_dir]
+
+
+def named_gpu(server_args: list[str]) -> tuple[str, int]:
+    """The GPU of the table its `--gpu`/`--tp` name, for the roofline."""
+    harness, _ = split_harness_args(server_args)
+    return str(harness.get("--gpu", "H100")), int(harness.get("--tp", 1))
+
+
+def noise_identity(version: str, server_args: list[str]) -> str:
+    """Its version and its harness flags: its launch noise is one of them."""
+    harness, _ = split_harness_args(server_args, flavor_of(server_args))
+    return version + " " + " ".join(f"{k}={v}" for k, v in sorted(harness.items()))
 
 
 def accepted_flags(flavor: str | None) -> frozenset[str]:
@@ -76,9 +105,14 @@ ENGINE = EngineSpec(
     flavor_of=flavor_of,
     accepted_flags_of=accepted_flags,
     harness_flags=HARNESS_FLAGS,
-    simulated=True,
+    time_scale_of=time_scale_of,
+    named_gpu=named_gpu,
+    noise_identity=noise_identity,
     cli_parser=CliParser(builder="hyperloom_assets.sim.engine_args:add_engine_args"),
     source_context=("sim/perf_model.py",),
     # Its profiler only records once started (sim/profiler.py); profiler_configured.py: no slowdown.
-    profiler=Profiler(server_args=profiler_args, stop_timeout_s=30.0, free_when_idle=True),
+    # It reads its performance model, in simulated time, which has no caches to warm.
+    profiler=Profiler(server_args=profiler_args, stop_timeout_s=30.0, free_when_idle=True, warms_up=False,
+                      source=ProfileSource(evidence="sim performance model", report="the sim's performance model",
+                                           time_unit="simulated ms")),
 )

@@ -25,6 +25,12 @@ EvidenceParser = Callable[[str], "dict[str, Any] | None"]
 # (requested args, launch evidence, engine version or None) -> why the cache was off, or None.
 PrefixCacheRule = Callable[[list[str], "dict[str, Any] | None", "str | None"], "str | None"]
 CacheDirs = Callable[[Mapping[str, str]], list[Path]]
+# (server args) -> how many times faster than its engine's own time the server runs.
+TimeScale = Callable[[list[str]], float]
+# (server args) -> the GPU and tensor-parallel size the args name, for an engine with no card to detect.
+NamedGpu = Callable[[list[str]], "tuple[str, int] | None"]
+# (engine version, server args) -> what tells this engine's launches apart in the launch-noise history.
+NoiseIdentity = Callable[[str, list[str]], str]
 
 
 def no_evidence(log_text: str) -> dict[str, Any] | None:
@@ -34,6 +40,20 @@ def no_evidence(log_text: str) -> dict[str, Any] | None:
 
 def no_cache_dirs(env: Mapping[str, str]) -> list[Path]:
     return []
+
+
+def real_time(server_args: list[str]) -> float:
+    """A real engine's numbers are in its own time."""
+    return 1.0
+
+
+def no_named_gpu(server_args: list[str]) -> tuple[str, int] | None:
+    """A real engine runs on the card the host has."""
+    return None
+
+
+def version_only(version: str, server_args: list[str]) -> str:
+    return version
 
 
 def home_of(env: Mapping[str, str]) -> Path:
@@ -130,6 +150,14 @@ def no_profiler_env(trace_dir: str) -> dict[str, str]:
     return {}
 
 
+class ProfileSource(Frozen):
+    """How the proposer's evidence and the report name what took a profile (`{engine}`: the
+    engine's name), and the unit of the times it recorded."""
+    evidence: str = "{engine} torch profiler"
+    report: str = "{engine}'s torch profiler"
+    time_unit: str = "ms"
+
+
 class Profiler(Frozen):
     """How the engine's own profiler is switched on and driven over HTTP.
 
@@ -150,6 +178,9 @@ class Profiler(Frozen):
     # takes a launch of its own, so the anchor is never in doubt. tests/unit/
     # test_profiler_evidence.py holds this flag to the engine's committed result.
     free_when_idle: bool = False
+    # Warm-up rounds before recording, so compile caches and allocators have settled.
+    warms_up: bool = True
+    source: ProfileSource = ProfileSource()
 
     def flags(self) -> frozenset[str]:
         """The flags `server_args` adds: the harness's, never part of a config (docs/design.md, invariant 3)."""
@@ -199,12 +230,19 @@ class EngineSpec(Frozen):
     # The flags a stand-in's parser takes for a flavor (it implements a subset and
     # rejects the rest); None for a real engine, whose grid is checked against its source.
     accepted_flags_of: Callable[[str | None], frozenset[str]] | None = None
-    simulated: bool = False  # its numbers are in simulated time, its GPU named by harness flags
+    # A stand-in's harness flags say what a real engine's host decides: the time its numbers
+    # are in, the GPU it models, and what its launch noise depends on.
+    time_scale_of: TimeScale = real_time
+    named_gpu: NamedGpu = no_named_gpu
+    noise_identity: NoiseIdentity = version_only
     metrics: MetricNames | None = None  # its Prometheus `/metrics`, where it has one
     cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
     # Source files a model proposing patches is shown (package-relative), within a size bound.
     source_context: tuple[str, ...] = ()
     profiler: Profiler | None = None  # its own profiler; None: no profile can be taken
+
+    def profile_source(self) -> ProfileSource:
+        return self.profiler.source if self.profiler else ProfileSource()
 
     def import_root(self, tree: Path) -> Path:
         """The folder of a checkout that goes first on the server's PYTHONPATH."""

@@ -143,8 +143,8 @@ def _profile(r: ReportInputs) -> list[str]:
     if not p.taken:
         return ["## Where the time goes", "", f"No profile was taken: {p.reason}", ""]
     s = p.summary
-    unit = "simulated ms" if p.simulated else "ms"
-    source = "the sim's performance model" if p.simulated else f"{p.engine}'s torch profiler"
+    unit = p.source.time_unit
+    source = p.source.report.format(engine=p.engine)
     shares = [(c, f"{s.shares_pct[c]:.2f}%", f"{s.category_ms[c]:,.1f}") for c in CATEGORIES if s.category_ms[c] > 0]
     ops = [(i + 1, f"`{o.name}`", o.category, o.calls, f"{o.self_ms:,.2f}", f"{o.share_pct:.2f}%")
            for i, o in enumerate(s.top_ops[:REPORT_TOP_OPS])]
