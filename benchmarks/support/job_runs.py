@@ -97,8 +97,7 @@ def materialize_climb(home: Path, targets: Path, log: Path, partition: str,
                       select: str = "profile,candidates,trials") -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
     argv = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "hyperloom_assets.definitions",
-            "--select", select, "--partition", partition,
-            "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})]
+            "--select", select, "--partition", partition]  # in process: Definitions' executor
     with log.open("w") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
 

@@ -92,8 +92,10 @@ def test_sigterm_then_sigkill_mid_trial_each_next_run_resumes_and_ends_with_the_
     # The same climb uninterrupted, on the same target: a faster --time-scale changes the
     # share of wall-clock overhead in what the profile sees, and so the plan's combination.
     # Up to its trials: their KEEPs are the stack's keepers (the validation measures them).
+    # Named, not "*trials": framework_tree and server_config are external, never materialized.
     reference = materialize_climb(reference_home, write_targets(tmp_path / "reference_targets"),
-                                  tmp_path / "reference.log", "sim", select="*trials")
+                                  tmp_path / "reference.log", "sim",
+                                  select="baseline,roofline,profile,candidates,trials")
     assert reference.wait(timeout=DEADLINE_S) == 0, (tmp_path / "reference.log").read_text()[-4000:]
     targets = write_targets(tmp_path / "targets")
 
