@@ -131,11 +131,14 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
     previous = [Variant.model_validate(v) for v in release.previous_stack["keepers"]]
     checked = validate_stack(context, target, host, bench, store, baseline, previous, "release-check")
     gain, low, high = validated_gain(checked.top, checked.base, others)
-    before = float(release.previous_stack["result"]["validated_gain_pct"])
-    holds, sentence = stack_verdict(before, gain, low, high)
+    earlier = release.previous_stack["result"]
+    before, before_low, before_high = (float(earlier[key]) for key in
+                                       ("validated_gain_pct", "validated_gain_ci_low", "validated_gain_ci_high"))
+    holds, sentence = stack_verdict((before, before_low, before_high), gain, low, high)
     (context.log.info if holds else context.log.warning)("%s==%s: %s", release.package, release.version, sentence)
     return ReleaseCheck(release=f"{release.package}=={release.version}", holds=holds, summary=sentence,
-                        gain_pct=gain, ci_low=low, ci_high=high, previous_gain_pct=before)
+                        gain_pct=gain, ci_low=low, ci_high=high, previous_gain_pct=before,
+                        previous_ci_low=before_low, previous_ci_high=before_high)
 
 
 def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepted: AcceptedPatches,

@@ -89,3 +89,13 @@ def test_the_profile_section_shows_the_shares_and_top_ops_or_why_there_is_none()
     missing = render_markdown(inputs(profile=ProfileResult(engine="sim", taken=False, reason="no trace written")))
     assert "No profile was taken: no trace written" in missing
     assert "## Where the time goes" not in render_markdown(inputs()), "no profile asset, no section"
+
+
+def test_a_release_regression_needs_the_intervals_apart() -> None:
+    from hyperloom_assets.core.releases.run import stack_verdict
+    before = (330.3, 290.0, 372.0)
+    assert stack_verdict(before, 286.1, 251.4, 324.3)[0], "overlapping intervals: noise, the stack holds"
+    holds, sentence = stack_verdict(before, 200.0, 180.0, 230.0)
+    assert not holds and "gains less" in sentence and "[+290.00%, +372.00%] before" in sentence
+    holds, sentence = stack_verdict(before, -3.0, -4.0, -2.0)
+    assert not holds and "slower than the baseline" in sentence

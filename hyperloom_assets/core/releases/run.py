@@ -16,10 +16,6 @@ PACKAGE_TAG = "hyperloom/release_package"
 VERSION_TAG = "hyperloom/release_version"
 TRIGGER_TAG = "hyperloom/trigger"
 
-# A stack whose gain on the new release falls this far under its earlier gain (in
-# percentage points) is reported as a regression.
-REGRESSION_MARGIN_PCT = 1.0
-
 
 class ReleaseRun(Strict):
     package: str
@@ -43,6 +39,8 @@ class ReleaseCheck(Strict):
     ci_low: float
     ci_high: float
     previous_gain_pct: float
+    previous_ci_low: float | None = None  # the earlier validation's interval (absent in older records)
+    previous_ci_high: float | None = None
 
 
 def release_from_tags(tags: Mapping[str, str]) -> tuple[str, str] | None:
@@ -50,12 +48,20 @@ def release_from_tags(tags: Mapping[str, str]) -> tuple[str, str] | None:
     return (package, version) if package and version else None
 
 
-def stack_verdict(previous_gain_pct: float, gain_pct: float, ci_low: float, ci_high: float) -> tuple[bool, str]:
-    """Does the earlier stack still hold on the new release? (holds, sentence with the numbers)."""
+def stack_verdict(previous: tuple[float, float, float], gain_pct: float, ci_low: float,
+                  ci_high: float) -> tuple[bool, str]:
+    """Does the earlier stack still hold on the new release? (holds, sentence with the numbers).
+
+    `previous` is the earlier validation's (gain, low, high). Both gains are estimates
+    from a few launches, so "gains less" needs the two 95% intervals apart: the whole new
+    interval below the earlier one. A point estimate under the earlier point is noise as
+    often as not.
+    """
+    before, before_low, before_high = previous
     numbers = (f"{gain_pct:+.2f}% [{ci_low:+.2f}%, {ci_high:+.2f}%] on the new release, "
-               f"{previous_gain_pct:+.2f}% before")
+               f"{before:+.2f}% [{before_low:+.2f}%, {before_high:+.2f}%] before")
     if ci_high < 0:
         return False, f"regression: the earlier stack is now slower than the baseline: {numbers}"
-    if gain_pct < previous_gain_pct - REGRESSION_MARGIN_PCT and ci_high < previous_gain_pct:
+    if ci_high < before_low:
         return False, f"regression: the earlier stack gains less than it did: {numbers}"
     return True, f"the earlier stack still holds: {numbers}"
