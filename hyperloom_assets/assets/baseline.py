@@ -18,10 +18,11 @@ from hyperloom_assets.assets.checks import (
     check_specs,
 )
 from hyperloom_assets.assets.stops import recorded_stops
-from hyperloom_assets.core.config.identity import server_config_version
 from hyperloom_assets.core.accuracy.agreement import PromptOutput
+from hyperloom_assets.core.config.identity import server_config_version
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions import guards
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import (
@@ -31,6 +32,7 @@ from hyperloom_assets.core.measurement.workloads import (
     default_warmups,
     max_context_tokens,
 )
+from hyperloom_assets.core.patches.run_tree import RunTree
 from hyperloom_assets.core.planning.fingerprints import context_key, workload_signature
 from hyperloom_assets.core.planning.variants import parse_args
 from hyperloom_assets.core.releases.run import ReleaseRun, release_from_tags
@@ -40,13 +42,10 @@ from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.accuracy.launch_gate import answers_on
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.fleet import HostFleet
-from hyperloom_assets.core.engines import engine_for
-from hyperloom_assets.core.patches.run_tree import RunTree
 from hyperloom_assets.resources.hosts.engine_origin import check_tree_imports
+from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.host_side import server_env
-from hyperloom_assets.resources.trees.git import GitError
-from hyperloom_assets.resources.trees.workspace import open_run_tree
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.profiling import ServerProfile
@@ -54,6 +53,8 @@ from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, Rel
 from hyperloom_assets.resources.releases.identity import framework_identity
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.trees.git import GitError
+from hyperloom_assets.resources.trees.workspace import open_run_tree
 
 
 def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
@@ -213,7 +214,8 @@ class _AfterRounds:
             self.profile.capture(launch)
 
 
-def attempt_baseline(context, target: Target, spec: ServerSpec, contract: WorkloadContract, host, bench,
+def attempt_baseline(context, target: Target, spec: ServerSpec, contract: WorkloadContract, host: Host,
+                     bench: BenchmarkClient,
                      store: ResultStore, attempt: str, key: str):
     """Measure the baseline, retrying a failed attempt on a fresh server until guards say stop.
 
@@ -265,7 +267,7 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
                                        source=engine_for(spec.engine).profile_source()), after_rounds.gate_answers
 
 
-def prepare_run_tree(target: Target, name: str, host, spec: ServerSpec) -> RunTree | None:
+def prepare_run_tree(target: Target, name: str, host: Host, spec: ServerSpec) -> RunTree | None:
     """The run's worktree at the operator's HEAD; the tree's engine must import from it, before any launch."""
     if target.framework_tree is None:
         return None
@@ -279,7 +281,8 @@ def prepare_run_tree(target: Target, name: str, host, spec: ServerSpec) -> RunTr
     return run_tree
 
 
-def measure_baseline(context, target: Target, contract: WorkloadContract, host, bench, store: ResultStore,
+def measure_baseline(context, target: Target, contract: WorkloadContract, host: Host,
+                     bench: BenchmarkClient, store: ResultStore,
                      release: ReleaseRun | None) -> BaselineResult:
     name, run_id = context.partition_key, context.run.run_id
     framework_version = release.identity if release else framework_identity(target.engine, target.framework_tree)

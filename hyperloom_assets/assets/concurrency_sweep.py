@@ -11,6 +11,7 @@ from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.metadata import plots_value, table_value
 from hyperloom_assets.assets.stops import recorded_stops
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.report.plots import plot_sweep
 from hyperloom_assets.core.report.tables import sweep_rows, sweep_table
@@ -18,6 +19,7 @@ from hyperloom_assets.core.results import BaselineResult, StackResult, SweepResu
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_sweep
 from hyperloom_assets.resources.store.results import ResultStore
@@ -31,7 +33,8 @@ def swept_in_validation(stack: StackResult, run_id: str, ladder: list[int]) -> l
     return stack.sweep_rows
 
 
-def launch_sweep(context, target, host, bench, store, baseline: BaselineResult, stack: StackResult,
+def launch_sweep(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+                 baseline: BaselineResult, stack: StackResult,
                  ladder: list[int]) -> list[dict]:
     """One launch per configuration, each climbing the ladder."""
     name, run_tree = context.partition_key, baseline.run_tree

@@ -20,6 +20,7 @@ from hyperloom_assets.assets.checks import (
     roofline_unavailable,
 )
 from hyperloom_assets.assets.metadata import with_embedded_plots
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.measurement.stats import repeats_of
 from hyperloom_assets.core.report.consistency import compare_report
 from hyperloom_assets.core.report.markdown import (
@@ -45,6 +46,7 @@ from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import launches_in, step_dir
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.store.results import ResultStore
@@ -94,7 +96,7 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
     return final_report
 
 
-def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline: RooflineResult,
+def report_checks(store: ResultStore, target: Target, baseline: BaselineResult, roofline: RooflineResult,
                   trials: TrialsResult, path: Path) -> list[dg.AssetCheckResult]:
     """The report's checks, from what was written to disk and what the store holds."""
     stored = store.measurements(baseline.target)
@@ -113,7 +115,8 @@ def report_checks(store: ResultStore, target, baseline: BaselineResult, roofline
     return [ceilings, report_matches_store(comparisons, path)]
 
 
-def report_inputs(target, host, baseline: BaselineResult, roofline: RooflineResult, trials: TrialsResult,
+def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline: RooflineResult,
+                  trials: TrialsResult,
                   stack: StackResult, sweep: SweepResult, folder: Path, stored: list[dict], run_id: str,
                   accepted: AcceptedPatches, profile: ProfileResult | None = None) -> ReportInputs:
     plots = []

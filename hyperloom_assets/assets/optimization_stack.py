@@ -17,19 +17,21 @@ from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
 from hyperloom_assets.assets.stops import recorded_stops
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.rule import validated_gain
+from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
+from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, stack_verdict
-from hyperloom_assets.core.measurement.serving import ServerError
-from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import sweep_rows
 from hyperloom_assets.core.results import AcceptedPatches, BaselineResult, StackResult, TrialsResult
 from hyperloom_assets.resources.bench.client import BenchInputError, BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import run_measurement, sweep_rungs
 from hyperloom_assets.resources.store.results import ResultStore
@@ -46,7 +48,8 @@ class Validation(Strict):
     sweep_rows: list[dict] | None = None
 
 
-def sweep_after_rounds(context, host, bench, store, baseline: BaselineResult, spec, folder, config: str,
+def sweep_after_rounds(context, host: Host, bench: BenchmarkClient, store: ResultStore,
+                       baseline: BaselineResult, spec, folder, config: str,
                        ladder: list[int], rows: list[dict], failed: list[str]):
     """The sweep on a validation server after its rounds; a failed rung leaves the sweep to its own asset."""
     def sweep(launch) -> None:
@@ -64,7 +67,8 @@ def sweep_after_rounds(context, host, bench, store, baseline: BaselineResult, sp
     return sweep
 
 
-def validate_stack(context, target, host, bench, store, baseline: BaselineResult, keepers: list[Variant],
+def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+                   baseline: BaselineResult, keepers: list[Variant],
                    label_prefix: str = "validate", tree_commit: str | None = None,
                    sweep_ladder: list[int] | None = None) -> Validation:
     """Base, stack, base, stack on fresh servers; the last pair sweeps `sweep_ladder` after its rounds.
@@ -102,7 +106,7 @@ def validate_stack(context, target, host, bench, store, baseline: BaselineResult
     return done
 
 
-def replayed_validation(store, name: str, baseline: BaselineResult, accepted: AcceptedPatches,
+def replayed_validation(store: ResultStore, name: str, baseline: BaselineResult, accepted: AcceptedPatches,
                         ladder: list[int]) -> tuple[Validation, str] | None:
     """The same keepers validated before in the same context (docs/design.md, invariant 1): (its launches, its run).
 
@@ -122,7 +126,8 @@ def replayed_validation(store, name: str, baseline: BaselineResult, accepted: Ac
     return validation, result.get("validated_in_run") or stored["run_id"]
 
 
-def release_check(context, target, host, bench, store, baseline: BaselineResult,
+def release_check(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+                  baseline: BaselineResult,
                   others: list[Launches]) -> ReleaseCheck | None:
     """On a release run: does the stack validated before still hold on the new release?"""
     release = baseline.release
@@ -141,7 +146,7 @@ def release_check(context, target, host, bench, store, baseline: BaselineResult,
                         previous_ci_low=before_low, previous_ci_high=before_high)
 
 
-def stack_result(target, baseline: BaselineResult, trials: TrialsResult, accepted: AcceptedPatches,
+def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult, accepted: AcceptedPatches,
                  validation: Validation, run_id: str, ladder: list[int], validated_in_run: str | None) -> StackResult:
     keepers = accepted.keepers
     base, top, top_argv = validation.base, validation.top, validation.top_argv

@@ -6,18 +6,20 @@ How far the baseline is from what the hardware allows, and which resource binds.
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.measurement.workloads import build_plan
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.roofline import achieved, kv_cache_dtype_from_args, workload_roofline
 from hyperloom_assets.resources.catalog import TargetCatalog
-from hyperloom_assets.resources.hosts.hardware import target_hardware
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.hardware import target_hardware
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.store.results import ResultStore
 
 
-def compute_roofline(target, baseline: BaselineResult, host) -> RooflineResult:
+def compute_roofline(target: Target, baseline: BaselineResult, host: Host) -> RooflineResult:
     shape = load_shape(target.model)
     hardware, warnings = target_hardware(target, host, shape.dtype)
     plan = build_plan(target.workload, shape.vocab) if target.workload.kind == "agentic" else None

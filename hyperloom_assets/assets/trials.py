@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
 from hyperloom_assets.assets.stops import record_stop, recorded_stops
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import (
     OVERTIME,
     Budget,
@@ -41,6 +42,7 @@ from hyperloom_assets.resources.accuracy.launch_gate import LaunchGate
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.proposer.providers import LlmProviders
@@ -125,7 +127,8 @@ def _look_text(look: Look) -> str:
     return f"{sum(m.throughputs) / len(m.throughputs):.1f} output tok/s over {len(m.throughputs)} repeat(s)"
 
 
-def run_climb(context, target, host, bench, store, baseline: BaselineResult, roofline: RooflineResult,
+def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+              baseline: BaselineResult, roofline: RooflineResult,
               first_plan: list[Variant], rounds: RoundInputs | None = None) -> TrialsResult:
     name, key = context.partition_key, baseline.context_key
     history: list[TrialRecord] = []  # the trials so far: the planner's and the proposer's evidence
@@ -168,7 +171,8 @@ def run_climb(context, target, host, bench, store, baseline: BaselineResult, roo
                         launch_noise_dof=prior.dof if prior else 0)
 
 
-def _measurer(context, target, host, bench, store, baseline: BaselineResult, launch_spec, gate: LaunchGate):
+def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+              baseline: BaselineResult, launch_spec, gate: LaunchGate):
     """The climb's MeasureFn: one launch of the stack (plus the variant), as a TrialMeasurement.
 
     An accuracy-risky variant's launch is asked the gate's prompts after its measured rounds,
@@ -220,7 +224,7 @@ def _observe_trial(context, record: TrialRecord) -> None:
     }))
 
 
-def _launch_noise_prior(context, store, target, baseline: BaselineResult):
+def _launch_noise_prior(context, store: ResultStore, target: Target, baseline: BaselineResult):
     """(the key earlier runs' launch noise is kept under, the prior they give, or None)."""
     noise_key = target_noise_key(target, baseline)
     prior = prior_from(store.launch_noise_history(noise_key, HISTORY_MAX_AGE))
@@ -229,7 +233,7 @@ def _launch_noise_prior(context, store, target, baseline: BaselineResult):
     return noise_key, prior
 
 
-def target_noise_key(target, baseline: BaselineResult) -> str:
+def target_noise_key(target: Target, baseline: BaselineResult) -> str:
     """Host, engine and its identity (a sim's harness flags too: its noise is one of them), model."""
     identity = engine_for(target.engine).noise_identity(baseline.framework_version, target.server_args)
     return launch_noise_key(target.host, target.engine, identity, str(target.model))
