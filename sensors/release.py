@@ -235,7 +235,7 @@ def build_release_sensor(partitions: dg.StaticPartitionsDefinition, job, job_nam
     @dg.sensor(name=SENSOR_NAME, job=job, minimum_interval_seconds=poll_seconds(POLL_SECONDS_ENV, DEFAULT_POLL_SECONDS),
                default_status=dg.DefaultSensorStatus.STOPPED,
                description="Polls the package index for new engine releases; one optimize_job run per affected "
-                           "target, with invariant 10's cooldown.")
+                           "target, with the cooldown of docs/design.md's invariant 10.")
     def framework_release_sensor(context: dg.SensorEvaluationContext, catalog: TargetCatalog, hosts: HostFleet,
                                  store: ResultStore) -> dg.SensorResult:
         return evaluate_releases(context, folder=catalog.path(), partition_keys=partition_keys, job_names=job_names,

@@ -28,8 +28,7 @@ SIM_MODEL = REPO / "models" / "llama-3-8b"
 # own VLLM_ENABLE_V1_MULTIPROCESSING=0): one process fewer imports vLLM, so a launch is
 # ready sooner, which counts for every launch of the real-engine tier. The tests whose point is vLLM's
 # default process layout, its threads, metrics page or profiler keep the default:
-# test_server_lifecycle, test_cpu_pinning_vllm, test_telemetry_vllm, test_profile_vllm; and
-# test_patches_vllm, whose CPU-worker patch loses decisively only in that layout.
+# test_server_lifecycle, test_vllm_default_layout, test_profile_vllm.
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 

@@ -229,7 +229,7 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
     """
     name, run_id = context.partition_key, context.run.run_id
     failures = 0
-    profiling, refused = profile_rides_on_baseline(context, spec.engine), None
+    profiling, refused = target.profile and profile_rides_on_baseline(context, spec.engine), None
     check = target.accuracy_check() if _materializes(context, TRIALS) else None
     while True:
         step = "baseline" if failures == 0 else f"baseline-attempt-{failures + 1}"

@@ -26,6 +26,8 @@ from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.profiling import run_profile
 from hyperloom_assets.resources.store.results import ResultStore
 
+PROFILE_OFF = "off in the target (profile: false), so no launch of its own"
+
 
 def profile_metadata(result: ProfileResult) -> dict:
     metadata: dict = {"taken": result.taken, "engine": result.engine}
@@ -50,9 +52,12 @@ def build_profile_asset(partitions: dg.PartitionsDefinition):
     def profile(context: AssetExecutionContext, catalog: TargetCatalog, hosts: HostFleet, bench: BenchmarkClient,
                 store: ResultStore, baseline: BaselineResult, roofline: RooflineResult) -> dg.Output[ProfileResult]:
         result = baseline.profile
+        # The run's snapshot of the target, as every step reads it: the host it leased, not an edit's.
+        target = catalog.run_target(context.partition_key, context.run.run_id, store)
+        if result is None and not target.profile:
+            result = ProfileResult(engine=baseline.spec.engine, taken=False, reason=PROFILE_OFF)
         if result is None:
-            # The run's snapshot of the target, as every step reads it: the host it leased, not an edit's.
-            host = hosts.for_target(catalog.run_target(context.partition_key, context.run.run_id, store))
+            host = hosts.for_target(target)
             folder = step_dir(host, context.partition_key, context.run.run_id, "profile")
             with recorded_stops(context, store, "profile"):  # a cancel while the profiled server runs
                 result = run_profile(host=host, bench=bench, spec=baseline.spec, contract=baseline.contract,

@@ -13,6 +13,7 @@ from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.profile.trace import CATEGORIES
+from hyperloom_assets.assets.profile import PROFILE_OFF
 from hyperloom_assets.core.results import ProfileResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.definitions import build_defs
@@ -31,8 +32,8 @@ def instance():
         yield instance
 
 
-def materialize_profile(tmp_path: Path, host, store, instance, server_args=CAPPED) -> ProfileResult:
-    write_target(tmp_path / "targets", "sim", server_args, repeats=1)
+def materialize_profile(tmp_path: Path, host, store, instance, server_args=CAPPED, **extra) -> ProfileResult:
+    write_target(tmp_path / "targets", "sim", server_args, repeats=1, **extra)
     defs = build_defs(tmp_path / "targets", host=host, store=store)
     job = dg.define_asset_job("profiled", selection=PROFILED, executor_def=dg.in_process_executor)
     defs = dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
@@ -165,3 +166,20 @@ def test_an_engine_whose_idle_profiler_is_not_shown_free_is_profiled_on_a_launch
     assert profile.taken, profile.reason
     assert launch_steps(host) == ["baseline", "profile"]
     assert "--profile-dir" not in materialization(instance, "baseline", "sim")["argv"]
+
+
+def test_a_target_with_profile_false_takes_no_profile_and_no_launch_for_it(
+        tmp_path, host, store, instance, monkeypatch) -> None:
+    """Neither on the baseline's server nor on a launch of its own, whether or not the idle profiler is free."""
+    from hyperloom_assets.core.engines import registry
+
+    free = materialize_profile(tmp_path / "free", host, store, instance, profile=False)
+    assert not free.taken and free.reason == PROFILE_OFF
+    assert "--profile-dir" not in materialization(instance, "baseline", "sim")["argv"]
+    assert materialization(instance, "profile", "sim")["reason"] == PROFILE_OFF
+    engines = dict(registry.known_engines())
+    unshown = engines["sim"].profiler.model_copy(update={"free_when_idle": False})
+    engines["sim"] = engines["sim"].model_copy(update={"profiler": unshown})
+    monkeypatch.setattr(registry, "known_engines", lambda: engines)
+    assert not materialize_profile(tmp_path / "unshown", host, store, instance, profile=False).taken
+    assert launch_steps(host) == ["baseline", "baseline"], "one launch per run: the baseline's"

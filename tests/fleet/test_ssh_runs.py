@@ -50,6 +50,14 @@ def test_a_baseline_on_an_ssh_host_then_the_host_gone_stops_the_trials(sshd, tmp
         assert read_pidfiles(workdir / "pids") == [] and not any((workdir / "runs").iterdir())
         assert HostLeases(store).read("gpu-ssh") is None
 
+        # The profile, on a launch of its own there (baseline_job launched the baseline plain): its trace came back.
+        profile_job = dg.define_asset_job("profile_only", selection=["profile"]).resolve(
+            asset_graph=defs.resolve_asset_graph())
+        profile = profile_job.execute_in_process(partition_key="sim-ssh", instance=instance).asset_value("profile")
+        assert profile.taken, profile.reason
+        assert Path(profile.trace_path).is_file() and Path(profile.trace_path).stat().st_size > 0
+        assert read_pidfiles(workdir / "pids") == [] and not any((workdir / "runs").iterdir())
+
         # The host stops answering: the trials step fails as environment_unavailable, no trial recorded.
         repo(tmp_path, {"gpu-ssh": sshd.host_entry(workdir, sys.executable, port=1)}, {})
         trials_job = dg.define_asset_job("trials_only", selection=["profile", "candidates", "trials"]).resolve(

@@ -1,6 +1,7 @@
 """Launch, teardown and the orphan reaper on real process groups."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,13 +108,16 @@ def test_a_launcher_that_ignores_term_still_starts_servers_that_obey_it(tmp_path
     or teardown waits out the TERM and KILLs every server without its own handler."""
     inherited = {signal.SIGINT: signal.SIG_IGN, signal.SIGQUIT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN}
     saved = {signum: signal.signal(signum, disposition) for signum, disposition in inherited.items()}
+    # Not a Python server: Python ignores PIPE and XFSZ itself once it starts, so reading a
+    # Python server's SigIgn races with its start-up (and lost under load).
+    sleeper = [shutil.which("sleep"), "60"]
     try:
-        server = launch(SLEEPER, os.environ, tmp_path / "server.log", tmp_path / "pids")
+        server = launch(sleeper, os.environ, tmp_path / "server.log", tmp_path / "pids")
     finally:
         for signum, disposition in saved.items():
             signal.signal(signum, disposition)
     launched.append(server)
-    assert server.record.cmdline == SLEEPER  # the server itself, not the trampoline before it
+    assert server.record.cmdline == sleeper  # the server itself, not the trampoline before it
     ignored = _ignored_signals(server.popen.pid)
     for signum in (*inherited, signal.SIGPIPE):
         assert not ignored & _bit(signum), f"{signum!r} ignored in the server: SigIgn {ignored:016x}"

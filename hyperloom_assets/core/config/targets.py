@@ -92,6 +92,8 @@ class Target(Strict):
     proposer: ProposerField | None = None  # {provider: rules|anthropic|openai, model, max_proposals, max_rounds}
     patches: list[Path] = []  # operator source patches: unified diffs against framework_tree
     accuracy: AgreementCheck | LmEvalCheck | None = Field(default=None, discriminator="kind")  # None: AgreementCheck()
+    # False: no profile, and so no profile launch; the plan is made without where-the-time-goes evidence.
+    profile: bool = True
 
     def accuracy_check(self) -> AgreementCheck | LmEvalCheck:
         return self.accuracy or AgreementCheck()

@@ -61,9 +61,9 @@ MEANINGS: dict[StopReason, Meaning] = {
     StopReason.BASELINE_FAILED: Meaning(lead="the baseline could not be measured: ", cases={
         "three_failures": Case("three consecutive failed attempts, each on a fresh server",
                                r"after 3 consecutive failed attempt\(s\)"),
-        "guard": Case("a refusal by a guard (invariant 6), at once", r"prefix cache off"),
+        "guard": Case("a refusal by a guard (docs/design.md, invariant 6), at once", r"prefix cache off"),
         "preflight": Case("a host that failed its preflight, at once", r"preflight: "),
-        "duplicate": Case("a retry identical to a run that gave up (invariant 7)", r"dropped as a duplicate"),
+        "duplicate": Case("a retry identical to a run that gave up (docs/design.md, invariant 7)", r"dropped as a duplicate"),
         "workload": Case("a workload that cannot run (a bad trace, a prompt longer than the context)",
                          r"bad trace: |tokens of context, more than"),
         "framework_tree": Case("a framework_tree that cannot be opened or whose engine does not import from it",

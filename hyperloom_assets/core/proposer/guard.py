@@ -36,7 +36,7 @@ RULES: dict[str, str] = {
     "shell_metacharacter": "shell metacharacters ;&|`$<> and newlines are denied in args and env",
     "flag_identity": "model, tokenizer, revision, host and port flags are the harness's",
     "flag_path": "flags ending in -dir, -file or -path are denied",
-    "harness_flag": "the harness's own flags never become candidates (invariant 3)",
+    "harness_flag": "the harness's own flags never become candidates (docs/design.md, invariant 3)",
     "env_denied": "LD_*, PYTHONPATH, PATH and anything holding KEY, TOKEN or SECRET are denied",
     "env_prefix": "env keys must carry one of the engine's prefixes",
     "argv_unparsed": "every argv token must parse with the engine's own parser",
