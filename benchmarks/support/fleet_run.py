@@ -84,6 +84,10 @@ def stop_group(process: subprocess.Popen, timeout_s: float = 20.0) -> list[int]:
 def deployed(root: Path, hosts: list[str], env: dict) -> Iterator[list[subprocess.Popen]]:
     """The daemon and one worker per host, stopped (whole process groups) on every path."""
     write_instance_config(Path(env["DAGSTER_HOME"]), env)
+    # The schema first, once: a daemon and workers starting together on a fresh database
+    # race to create it, and the loser fails its run ("relation instance_info already exists").
+    subprocess.run([str(BIN / "dagster"), "instance", "migrate"], env=env, cwd=root, check=True,
+                   capture_output=True, timeout=300)
     processes = [_spawn([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], env, root / "daemon.log", root)]
     try:
         for host in hosts:

@@ -43,7 +43,10 @@ def test_a_trial_whose_server_misbehaves_mid_round_gets_a_clear_outcome(tmp_path
     script.write_text(f"{fault}@{MID_ROUND}\n")  # the first trial's server misbehaves mid-round; the rest do not
     monkeypatch.setenv(SCRIPT_ENV, str(script))
     broken = variant("one-misbehaving-server", "--max-num-seqs", "8")
-    fine = variant("quiet-stats", "--disable-log-stats")
+    # A sure loss, decided at its first launch (REVERT, or KILLED_OVERTIME at four times
+    # slower): a variant under review would relaunch the best beside it, and a best whose
+    # 0.1 s rounds meet a scheduling hiccup past twice the baseline's is a FAILED trial.
+    fine = variant("one-at-a-time", "--max-num-seqs", "1")
     bench = BenchmarkClient(stall_timeout_s=3.0)
     result = run_climb(climb_context(fault), target, host, bench, store, baseline, roofline, [broken, fine])
 
