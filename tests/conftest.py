@@ -50,9 +50,7 @@ def host(tmp_path) -> LocalHost:
     """
     state = tmp_path / "state"
     yield LocalHost(state_dir=str(state), check_foreign_processes=False, teardown_term_wait_s=15.0)
-    for path, record in read_pidfiles(state / "pids"):
-        terminate_group(record.pgid, term_wait_s=5.0)
-        path.unlink(missing_ok=True)
+    reap_pid_dir(state / "pids")
 
 
 def earlier_launch_noise(store: ResultStore, target: str, host: str, engine: str, model: Path,
@@ -65,13 +63,18 @@ def earlier_launch_noise(store: ResultStore, target: str, host: str, engine: str
                               launch_means={f"config-{i}": [100.0, 108.0, 93.0] for i in range(5)})
 
 
-def reap_leftovers(home: Path) -> list[int]:
-    """Tear down every server a DAGSTER_HOME's pidfiles name; returns their pids."""
-    left = read_pidfiles(home / "hyperloom" / "pids")
+def reap_pid_dir(pids: Path) -> list[int]:
+    """Tear down every server the pidfiles in `pids` name; returns their pids."""
+    left = read_pidfiles(pids)
     for path, record in left:
         terminate_group(record.pgid, term_wait_s=5.0)
         path.unlink(missing_ok=True)
     return [record.pid for _, record in left]
+
+
+def reap_leftovers(home: Path) -> list[int]:
+    """Tear down every server a DAGSTER_HOME's pidfiles name; returns their pids."""
+    return reap_pid_dir(home / "hyperloom" / "pids")
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from hyperloom_assets.assets.profile import PROFILE_OFF
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.profile.trace import CATEGORIES
-from hyperloom_assets.assets.profile import PROFILE_OFF
 from hyperloom_assets.core.results import ProfileResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.definitions import build_defs

@@ -102,7 +102,6 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
         "server_args": ["--max-num-seqs", "1", "--enforce-eager", "--max-model-len", "512"],
         # 64 prompts: the lifted cap's rounds last about a second, long enough for two of the
         # client's 0.5 s /metrics scrapes and for repeats that agree, so the first look decides.
-        # With 16 they lasted 0.3 s: no gauge between the edges, and repeats of 656 and 2006 tok/s.
         "workload": {"kind": "random", "isl": ISL, "osl": OSL, "concurrency": CONCURRENCY, "num_prompts": 64},
         "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "sweep_concurrencies": [CONCURRENCY],
         # vLLM's profile takes a launch of its own (Profiler.free_when_idle); profiling through an SSH host

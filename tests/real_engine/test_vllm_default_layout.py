@@ -28,7 +28,8 @@ from hyperloom_assets.core.measurement.telemetry import parse_prometheus, series
 from hyperloom_assets.resources.bench.client import measure, model_vocab_size
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.preflight import read_gpu_memory
-from hyperloom_assets.resources.hosts.process_group import group_members, read_pidfiles, terminate_group
+from hyperloom_assets.resources.hosts.process_group import group_members, read_pidfiles
+from tests.conftest import reap_pid_dir
 
 pytestmark = [pytest.mark.real_engine,
               pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or bool(read_gpu_memory()),
@@ -55,9 +56,7 @@ def serving(tmp_path_factory, tiny_model) -> Iterator[tuple[LocalHost, object]]:
             yield host, launch
         assert read_pidfiles(Path(host.state_path()) / "pids") == [], "torn down, nothing left"
     finally:
-        for path, record in read_pidfiles(state / "pids"):
-            terminate_group(record.pgid, term_wait_s=5.0)
-            path.unlink(missing_ok=True)
+        reap_pid_dir(state / "pids")
 
 
 def test_no_vllm_cpu_thread_runs_on_the_clients_cpu(serving) -> None:
