@@ -29,11 +29,13 @@ from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.patch_plan import llm_patch
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
 from hyperloom_assets.core.planning.variants import LlmOrigin, Variant
-from hyperloom_assets.core.proposer.evidence import critic_payload, flag_rows, proposer_payload
-from hyperloom_assets.core.proposer.guard import RULES, GuardInputs, argv_shape_error, guard
-from hyperloom_assets.core.proposer.prompts import CRITIC_PROMPT, PROPOSER_PROMPT, load_prompt, render
+from hyperloom_assets.assets.critic import Critic
+from hyperloom_assets.core.proposer.critic_rules import CriticChange, Review
+from hyperloom_assets.core.proposer.evidence import flag_rows, proposer_payload
+from hyperloom_assets.core.proposer.guard import GuardInputs, argv_shape_error, guard
+from hyperloom_assets.core.proposer.prompts import PROPOSER_PROMPT, load_prompt, render
 from hyperloom_assets.core.proposer.record import LlmCall, ProposalFate, ProposerRound
-from hyperloom_assets.core.proposer.replies import CriticReply, ProposedChange, ProposerReply
+from hyperloom_assets.core.proposer.replies import ProposedChange, ProposerReply
 from hyperloom_assets.core.proposer.settings import ProposerConfigError, ProposerSettings, resolve_settings
 from hyperloom_assets.resources.store.llm_calls import LlmCallLog
 
@@ -68,6 +70,7 @@ class RoundInputs:
         self.target, self.host, self.providers = target, host, providers
         self.baseline, self.roofline, self.settings, self.profile = baseline, roofline, settings, profile
         self.log, self.observe, self.record = log, observe, record
+        self.critic = Critic(settings, speaking(target.engine, target.server_args), providers)
 
     @classmethod
     def for_asset(cls, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
@@ -97,26 +100,25 @@ def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[st
             "patches": patches, "tree": tree}
 
 
-def _ask(inputs: RoundInputs, role: str, round_no: int, payload: dict, reply_type):
+def _ask(inputs: RoundInputs, round_no: int, payload: dict):
     s = inputs.settings
-    prompt = load_prompt(PROPOSER_PROMPT if role == "proposer" else CRITIC_PROMPT)
-    provider, model = (s.provider, s.model) if role == "proposer" else (s.critic_provider, s.critic_model)
-    call, parsed = inputs.providers.ask(role=role, provider=provider, model=model, prompt_version=prompt.version,
-                                        round=round_no, system=prompt.text, user=render(payload), reply=reply_type,
-                                        price_per_mtok=s.price_per_mtok)
+    prompt = load_prompt(PROPOSER_PROMPT)
+    call, parsed = inputs.providers.ask(role="proposer", provider=s.provider, model=s.model,
+                                        prompt_version=prompt.version, round=round_no, system=prompt.text,
+                                        user=render(payload), reply=ProposerReply, price_per_mtok=s.price_per_mtok)
     inputs.observe("llm_call", call.model_dump(mode="json"))
     return call, parsed
 
 
-def _variant(inputs: RoundInputs, change: ProposedChange, round_no: int, critic: CriticReply,
+def _variant(inputs: RoundInputs, change: ProposedChange, round_no: int, review: Review,
              patch: SourcePatch | None) -> Variant:
     spec = speaking(inputs.target.engine, inputs.target.server_args)
     origin = LlmOrigin(provider=inputs.settings.provider, model=inputs.settings.model, round=round_no,
-                       rationale=change.rationale, verdict=critic.verdict, critic_reasons=critic.reasons,
-                       patch=change.patch)
-    risky = accuracy_risk(spec, change.server_args, change.env) is not None or change.patch is not None
-    reason = f"[llm round {round_no}] {change.rationale} (critic: {'; '.join(critic.reasons) or 'approve'})"
-    return Variant(name=f"llm: {change.name}", add_args=change.server_args, set_env=change.env, provenance="llm",
+                       rationale=change.rationale, verdict="approve", critic=review.critic,
+                       critic_reasons=list(review.reasons), critic_fallback=review.fallback, patch=change.patch)
+    risky = accuracy_risk(spec, change.server_args, change.env_map) is not None or change.patch is not None
+    reason = f"[llm round {round_no}] {change.rationale} (critic: {review.text()})"
+    return Variant(name=f"llm: {change.name}", add_args=change.server_args, set_env=change.env_map, provenance="llm",
                    reason=reason, accuracy_risky=risky, llm=origin, patches=[patch] if patch else [])
 
 
@@ -135,14 +137,16 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
         shape = argv_shape_error(change.server_args)
         verdict = guard(change, spec, harness_flags_for(spec.name),
                         GuardInputs(parser_error=shape or parser_error or probe.get("parser_error"),
-                                    patch_apply_error=patch_error, package_prefix=prefix))
+                                    patch_apply_error=patch_error, package_prefix=prefix,
+                                    env_prefixes=speaking(spec.name, inputs.target.server_args).env_prefixes))
         fate = ProposalFate(round=round_no, proposal=verdict.proposal, outcome="refused", rule=verdict.rule,
                             refusals=verdict.refusals, claims_discarded=verdict.claims_discarded)
         if verdict.passed:
-            call, critic = _ask(inputs, "critic", round_no, critic_payload(verdict.proposal.model_dump(), evidence,
-                                                                           RULES), CriticReply)
-            calls.append(call)
-            fate = _after_critic(inputs, fate, verdict.proposal, critic, round_no, variants, patch)
+            review, call = inputs.critic.review(proposal_change(verdict.proposal), evidence, round_no)
+            if call is not None:
+                calls.append(call)
+                inputs.observe("llm_call", call.model_dump(mode="json"))
+            fate = _after_critic(inputs, fate, verdict.proposal, review, round_no, variants, patch)
         fates.append(fate)
     return variants, fates
 
@@ -155,14 +159,21 @@ def _source_patch(spec, change: ProposedChange) -> tuple[SourcePatch | None, str
         return None, str(exc)
 
 
-def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, critic: CriticReply | None, round_no: int,
+def proposal_change(change: ProposedChange) -> CriticChange:
+    return CriticChange(name=change.name, server_args=tuple(change.server_args),
+                        env=tuple((s.name, s.value) for s in change.env), patch=change.patch, rationale=change.rationale)
+
+
+def _after_critic(inputs, fate: ProposalFate, change: ProposedChange, review: Review, round_no: int,
                   variants: list[Variant], patch: SourcePatch | None) -> ProposalFate:
-    if critic is None:
-        return fate.model_copy(update={"outcome": "critic_failed", "detail": "the critic's reply did not parse"})
-    fate = fate.model_copy(update={"verdict": critic.verdict, "reasons": critic.reasons})
-    if critic.verdict == "reject":
+    fate = fate.model_copy(update={"critic": review.critic, "reasons": list(review.reasons),
+                                   "detail": review.fallback or ""})
+    if review.verdict == "skipped":
+        return fate.model_copy(update={"outcome": "critic_failed"})
+    fate = fate.model_copy(update={"verdict": review.verdict})
+    if review.verdict == "reject":
         return fate.model_copy(update={"outcome": "rejected"})
-    variant = _variant(inputs, change, round_no, critic, patch)
+    variant = _variant(inputs, change, round_no, review, patch)
     if change.patch and inputs.target.framework_tree is None:
         return fate.model_copy(update={"outcome": "held", "variant": variant.name, "detail": NO_TREE_TO_PATCH})
     variants.append(variant)
@@ -178,7 +189,7 @@ def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Vari
     evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
                                 inputs.profile, first.get("sources", {}), [k.name for k in keepers],
                                 s.max_proposals)
-    call, reply = _ask(inputs, "proposer", round_no, evidence, ProposerReply)
+    call, reply = _ask(inputs, round_no, evidence)
     record = ProposerRound(round=round_no, provenance=s.label, calls=[call])
     variants: list[Variant] = []
     if reply is None:

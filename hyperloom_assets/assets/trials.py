@@ -14,6 +14,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 from pydantic import ValidationError
 
+from hyperloom_assets.assets.critic import PATCH_REVIEW_ROUND, Critic, variant_change
 from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
 from hyperloom_assets.assets.stops import record_stop, recorded_stops
@@ -30,13 +31,15 @@ from hyperloom_assets.core.decisions.climb import (
 )
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
-from hyperloom_assets.core.engines.registry import engine_for
+from hyperloom_assets.core.engines.registry import engine_for, speaking
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.proposer.critic_rules import Review
+from hyperloom_assets.core.proposer.evidence import proposer_payload
 from hyperloom_assets.core.report.precision import rounded
-from hyperloom_assets.core.report.tables import trials_table
+from hyperloom_assets.core.report.tables import critic_text, trials_table
 from hyperloom_assets.core.results import BaselineResult, ProfileResult, RooflineResult, TrialsResult
 from hyperloom_assets.resources.accuracy.launch_gate import LaunchGate
 from hyperloom_assets.resources.bench.client import BenchmarkClient
@@ -46,6 +49,7 @@ from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.proposer.providers import LlmProviders
+from hyperloom_assets.resources.store.llm_calls import LlmCallLog
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.trial_trees import TrialTrees
 
@@ -61,8 +65,10 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
         settings = settings_for(target)
         rounds = RoundInputs.for_asset(context, target, host, llm, store, baseline, roofline, settings,
                                        profile.evidence()) if settings.asks_a_model else None
+        critic = PatchCritic(context, store, Critic(settings, speaking(target.engine, target.server_args), llm),
+                             target, baseline, roofline, profile.evidence())
         with recorded_stops(context, store, "trials"):
-            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds)
+            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds, critic)
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
@@ -127,9 +133,28 @@ def _look_text(look: Look) -> str:
     return f"{sum(m.throughputs) / len(m.throughputs):.1f} output tok/s over {len(m.throughputs)} repeat(s)"
 
 
+class PatchCritic:
+    """The critic on a planned patch before it touches the tree: the run log, its model call recorded."""
+
+    def __init__(self, context, store: ResultStore, critic: Critic, target: Target, baseline: BaselineResult,
+                 roofline: RooflineResult, profile: dict | None):
+        self.context, self.store, self.critic = context, store, critic
+        self.target, self.baseline, self.roofline, self.profile = target, baseline, roofline, profile
+
+    def review(self, history: list[TrialRecord], keepers: list[Variant], variant: Variant) -> Review:
+        evidence = proposer_payload(self.target, self.baseline, self.roofline, history, [], self.profile, {},
+                                    [k.name for k in keepers], 0)
+        review, call = self.critic.review(variant_change(variant), evidence, PATCH_REVIEW_ROUND)
+        if call is not None:
+            LlmCallLog(self.store).record_call(self.context.partition_key, self.context.run.run_id, call)
+        self.context.log.info("critic on %s: %s", variant.name, review.text())
+        return review
+
+
 def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
               baseline: BaselineResult, roofline: RooflineResult,
-              first_plan: list[Variant], rounds: RoundInputs | None = None) -> TrialsResult:
+              first_plan: list[Variant], rounds: RoundInputs | None = None,
+              critic: PatchCritic | None = None) -> TrialsResult:
     name, key = context.partition_key, baseline.context_key
     history: list[TrialRecord] = []  # the trials so far: the planner's and the proposer's evidence
     tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
@@ -161,7 +186,9 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
     noise_key, prior = _launch_noise_prior(context, store, target, baseline)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan,
                    _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
-                   checks=Checks(admit=trees.admit, gate=gate.judge_variant), prior=prior)
+                   checks=Checks(admit=trees.admit, gate=gate.judge_variant,
+                                 review=(lambda keepers, variant: critic.review(history, keepers, variant))
+                                 if critic else None), prior=prior)
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))
     record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
@@ -217,7 +244,7 @@ def _observe_trial(context, record: TrialRecord) -> None:
         "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
         "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
         "provenance": variant.trial_provenance(), "rule": variant.rule or "",
-        "diagnosis": variant.diagnosis or "", "plan_reason": variant.reason,
+        "diagnosis": variant.diagnosis or "", "plan_reason": variant.reason, "critic": critic_text(record) or "",
         **({"llm_verdict": dg.MetadataValue.json(variant.llm.model_dump(mode="json", exclude={"patch"}))}
            if variant.llm else {}),
         "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),

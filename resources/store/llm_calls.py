@@ -57,13 +57,15 @@ class LlmCallLog(ExtraTables):
         now = datetime.now(timezone.utc)
         with self.writing(f"proposer round {record.round} of {target}") as conn:
             for call in record.calls:
-                conn.execute(LLM_CALLS.insert().values(
-                    target=target, run_id=run_id, **call.model_dump(mode="json", exclude={"messages", "parsed"}),
-                    messages=json.dumps([m.model_dump() for m in call.messages]),
-                    parsed=json.dumps(call.parsed) if call.parsed is not None else None, created_at=now))
+                conn.execute(_call_row(target, run_id, call, now))
             conn.execute(PROPOSER_ROUNDS.insert().values(
                 target=target, run_id=run_id, round=record.round,
                 record=record.model_dump_json(exclude={"calls"}), created_at=now))
+
+    def record_call(self, target: str, run_id: str | None, call: LlmCall) -> None:
+        """A call outside a proposer round: the critic's review of a planned patch in the climb."""
+        with self.writing(f"{call.role} call of {target}") as conn:
+            conn.execute(_call_row(target, run_id, call, datetime.now(timezone.utc)))
 
     def calls(self, target: str) -> list[LlmCall]:
         query = sa.select(LLM_CALLS).where(LLM_CALLS.c.target == target).order_by(LLM_CALLS.c.id)
@@ -78,3 +80,10 @@ class LlmCallLog(ExtraTables):
         query = sa.select(PROPOSER_ROUNDS).where(PROPOSER_ROUNDS.c.target == target).order_by(PROPOSER_ROUNDS.c.id)
         with self.engine().connect() as conn:
             return [json.loads(row.record) for row in conn.execute(query)]
+
+
+def _call_row(target: str, run_id: str | None, call: LlmCall, now: datetime):
+    return LLM_CALLS.insert().values(
+        target=target, run_id=run_id, **call.model_dump(mode="json", exclude={"messages", "parsed"}),
+        messages=json.dumps([m.model_dump() for m in call.messages]),
+        parsed=json.dumps(call.parsed) if call.parsed is not None else None, created_at=now)

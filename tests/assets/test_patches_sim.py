@@ -61,6 +61,8 @@ def test_patches_are_rejected_gated_kept_and_committed(tmp_path, host, store) ->
     assert "accuracy" not in report["launches_by_step"], report["launches_by_step"]
     assert by_name["patch fast-and-right"]["outcome"] == "KEEP", by_name["patch fast-and-right"]
     assert by_name["patch fast-and-right"]["provenance"] == "operator"
+    assert all(by_name[name]["critic"].startswith("rules approve: the patch touches ") for name in by_name
+               if name.startswith("patch ")), "every patch met the critic before git apply, the stale one too"
     assert [name for name in by_name if name.startswith("patch ")] == ["patch stale", "patch fast-but-wrong",
                                                                        "patch fast-and-right"], "each tried once"
 

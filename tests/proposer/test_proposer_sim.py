@@ -20,7 +20,8 @@ from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.llm_calls import LlmCallLog
 from tests.conftest import SIM_MODEL
-from tests.proposer.proposals import APPROVE, GOOD, REFUSED, first_reply
+from tests.graph_runs import run_job
+from tests.proposer.proposals import APPROVE, GOOD, REFUSED, change, first_reply
 from tests.proposer.scripted_llm import ScriptedLlm
 
 CANARY = "sk-canary-7f3e9a1c5b2d4e6f8a0b"
@@ -63,6 +64,7 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     first = trials[0]
     assert (first.name, first.outcome) == ("llm: raise the cap", "KEEP"), "the model's proposal goes first and is kept"
     assert first.variant.trial_provenance() == "llm:openai/scripted-model"
+    assert first.env.get("VLLM_LOGGING_LEVEL") == "WARNING", "the proposal's env knob was in the launch's environment"
     assert first.variant.llm.verdict == "approve" and first.variant.llm.critic_reasons
     assert "[claim discarded]" in first.variant.llm.rationale and "300%" not in first.variant.llm.rationale
     launched = " ".join(" ".join(t.argv) for t in trials)
@@ -83,7 +85,10 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     proposer_call = calls[0]
     assert proposer_call.prompt_version.startswith("proposer/v1@") and proposer_call.tokens_in == 1200
     assert proposer_call.cost_usd == pytest.approx((1200 * 3 + 300 * 15) / 1e6)
-    assert "--max-num-seqs" in proposer_call.messages[1].content, "the engine's own flag list is in the prompt"
+    flags = {flag for row in json.loads(proposer_call.messages[1].content)["engine_flags"] for flag in row["flags"]}
+    assert "--enable-chunked-prefill" in flags and "--no-enable-chunked-prefill" in flags, \
+        "the engine's own flag list is in the prompt (as its parser registers it: the target sets neither)"
+    assert not any("chunked" in arg for arg in json.loads(proposer_call.messages[1].content)["target"]["server_args"])
     shown = json.loads(proposer_call.messages[1].content)["profile"]
     profiled = result.asset_value("profile")
     assert shown is not None and shown["shares_pct"] == {k: round(v, 2) for k, v in profiled.summary.shares_pct.items()}
@@ -126,3 +131,26 @@ def test_the_anthropic_wire_format_parses_both_replies(monkeypatch) -> None:
     headers = {k.lower(): v for k, v in sent["headers"].items()}
     assert sent["path"] == "/v1/messages" and any(CANARY in v for v in headers.values()), "the SDK sent the key"
     assert sent["body"]["output_config"]["format"]["type"] == "json_schema", "the SDK's structured output"
+
+
+
+ENV_KNOB = change("cap and quieter logs", ["--max-num-seqs", "32"], env={"VLLM_LOGGING_LEVEL": "WARNING"},
+                  rationale="the cap (4) binds under concurrency 16")
+
+
+def test_an_env_knob_proposed_through_the_anthropic_sdk_is_launched_and_judged(tmp_path, host, store,
+                                                                               monkeypatch) -> None:
+    """The env field's shape is one Anthropic's schema can carry (the OpenAI side: the test above)."""
+    script = {"proposer": [json.dumps({"proposals": [ENV_KNOB]}), json.dumps({"proposals": []})],
+              "critic": [APPROVE]}
+    with ScriptedLlm(script) as llm:
+        llm.point_sdk(monkeypatch, "anthropic")
+        write_target(tmp_path / "targets", max_trials=1, profile=False,
+                     proposer={"provider": "anthropic", "model": "scripted-model", "max_rounds": 1})
+        result, _ = run_job(tmp_path / "targets", "sim", host, store, ())
+    schema = llm.requests[0]["body"]["output_config"]["format"]["schema"]
+    assert schema["$defs"]["EnvSetting"]["required"] == ["name", "value"], "env as {name, value} on the wire"
+    trial = result.asset_value("trials").climb.trials[0]
+    assert trial.name == "llm: cap and quieter logs" and trial.outcome in ("KEEP", "REVERT"), trial.decision
+    assert trial.env.get("VLLM_LOGGING_LEVEL") == "WARNING", "the knob was in the launch's environment"
+    assert trial.variant.llm.critic == "llm:anthropic/scripted-model"

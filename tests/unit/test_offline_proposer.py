@@ -25,6 +25,7 @@ from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from tests.conftest import SIM_MODEL
 from tests.proposer.proposals import APPROVE, change
+from tests.proposer.scripted_llm import Unconstrained
 
 # A small space (448 points, a few seconds of truths): a cap of 4 under 16 streams.
 SCENARIO = SimScenario(name="capped-small", model=SIM_MODEL, gpu="H100", server_args=["--max-num-seqs", "4"],
@@ -75,7 +76,7 @@ def test_an_approved_proposal_in_the_space_is_tried_first_with_the_models_proven
 
 
 def test_a_reply_that_is_noise_falls_back_and_the_climb_is_planner_history(space, tmp_path) -> None:
-    script = {"proposer": ["<s> cap cap the the 4 }{ proposals"], "critic": [APPROVE]}
+    script = {"proposer": [Unconstrained("<s> cap cap the the 4 }{ proposals")], "critic": [APPROVE]}
     proposer, picks, trials = climb_with(space, script, tmp_path, max_rounds=1)
 
     assert [r.round for r in proposer.rounds] == [1], "not asked again after the keeper: max_rounds is 1"

@@ -7,7 +7,7 @@ import pytest
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.registry import harness_flags_for
 from hyperloom_assets.core.proposer.guard import GuardInputs, guard
-from hyperloom_assets.core.proposer.replies import ProposedChange
+from hyperloom_assets.core.proposer.replies import EnvSetting, ProposedChange
 from hyperloom_assets.core.proposer.settings import ProposerConfigError, ProposerField, resolve_settings
 
 VLLM = engine_for("vllm")
@@ -16,7 +16,8 @@ DIFF = "--- a/{0}\n+++ b/{0}\n@@ -1 +1 @@\n-a\n+b\n"
 
 
 def proposal(args=(), env=None, patch=None, rationale="why") -> ProposedChange:
-    return ProposedChange(name="p", server_args=list(args), env=env or {}, patch=patch, rationale=rationale)
+    return ProposedChange(name="p", server_args=list(args), env=[EnvSetting(name=k, value=v) for k, v in (env or {}).items()],
+                          patch=patch, rationale=rationale)
 
 
 @pytest.mark.parametrize("change, rule", [
@@ -30,6 +31,8 @@ def proposal(args=(), env=None, patch=None, rationale="why") -> ProposedChange:
     (proposal(env={"VLLM_API_KEY": "x"}), "env_denied"),
     (proposal(env={"PYTHONPATH": "/x"}), "env_denied"),
     (proposal(env={"OMP_NUM_THREADS": "2"}), "env_prefix"),
+    (ProposedChange(name="p", server_args=[], patch=None, rationale="why",
+                    env=[EnvSetting(name="VLLM_X", value="1"), EnvSetting(name="VLLM_X", value="2")]), "env_duplicate"),
     (proposal(patch=DIFF.format("setup.py")), "patch_outside_package"),
     (proposal(patch=DIFF.format("vllm/../setup.py")), "patch_outside_package"),
     (proposal(patch="x" * 30_000), "patch_too_large"),
@@ -64,3 +67,9 @@ def test_settings_default_from_the_environment_and_name_the_field() -> None:
         resolve_settings(ProposerField(provider="openai"), {})
     with pytest.raises(ProposerConfigError, match="HYPERLOOM_PROPOSER"):
         resolve_settings(None, {"HYPERLOOM_PROPOSER": "gpt"})
+    with pytest.raises(ValueError, match="critic_model: a model name for critic_provider 'openai'"):
+        ProposerField(provider="anthropic", model="m", critic_provider="openai")
+    with pytest.raises(ProposerConfigError, match="proposer.critic_model"):
+        resolve_settings(ProposerField(critic_provider="openai"), {})
+    rules_critic = resolve_settings(ProposerField(provider="openai", model="m", critic_provider="rules"), {})
+    assert (rules_critic.critic_label, rules_critic.critic_model) == ("rules", None), "no model to send a rules review to"

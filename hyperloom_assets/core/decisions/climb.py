@@ -35,6 +35,7 @@ from hyperloom_assets.core.decisions.rule import (
     failed,
     is_overtime,
     killed_overtime,
+    critic_rejected,
     max_looks,
     rejected,
     stack_unstable,
@@ -45,6 +46,7 @@ from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.proposer.critic_rules import Review
 
 BASELINE = "baseline"  # the evidence key of the operator's config
 OVERTIME = "overtime"  # the error class of a launch the measure stopped at the overtime limit
@@ -96,6 +98,7 @@ class TrialRecord(Strict):
     env: dict[str, str] = {}
     replayed: bool = False  # taken from the ledger, not measured in this execution
     telemetry: Telemetry | None = None  # the variant's last launch, as the engine reported it
+    review: Review | None = None  # the critic's word on a planned patch, taken before it touched the tree
 
     @property
     def outcome(self) -> str:
@@ -143,6 +146,9 @@ MeasureFn = Callable[[list[Variant], Variant | None], TrialMeasurement]  # None:
 AdmitFn = Callable[[list[Variant], Variant], "str | None"]
 # (keepers, variant) -> (verdict, why): the accuracy gate on a risky variant that won on throughput
 GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
+# (keepers, variant) -> the critic's review of a planned patch, before `git apply` (a model's
+# proposal was reviewed when it was proposed)
+ReviewFn = Callable[[list[Variant], Variant], Review]
 
 
 class Ledger(Protocol):
@@ -195,9 +201,10 @@ class MemoryLedger:
 
 
 class Checks(NamedTuple):
-    """What a trial must pass besides throughput; both optional (a target without a tree has no patches)."""
+    """What a trial must pass besides throughput; all optional (a target without a tree has no patches)."""
     admit: AdmitFn | None = None
     gate: GateFn | None = None
+    review: ReviewFn | None = None
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -379,10 +386,14 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
                    others: list[Launches], baseline_measuring_s: float, launch: _Launcher,
                    checks: Checks, prior: LaunchNoise | None = None) -> TrialRecord:
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
+    review = checks.review(keepers, variant) if checks.review and variant.patches and variant.llm is None else None
+    if review is not None and not review.approved:
+        return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
+                           decision=critic_rejected(review.text()), measurements=0, launches=[], review=review)
     refusal = checks.admit(keepers, variant) if checks.admit and variant.patches else None
     if refusal is not None:
         return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
-                           decision=rejected(refusal), measurements=0, launches=[])
+                           decision=rejected(refusal), measurements=0, launches=[], review=review)
     judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior)
     if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
         judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
@@ -394,4 +405,5 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
                        launches=judged.launches, best_launches=judged.best_launches, rebenches=judged.rebenches,
                        rebench_launches=judged.rebench_launches, measurement_ids=judged.ids,
                        best_measurement_ids=judged.best_ids, rebench_measurement_ids=judged.rebench_ids,
-                       error_class=last.error_class, argv=last.argv, env=last.env, telemetry=last.telemetry)
+                       error_class=last.error_class, argv=last.argv, env=last.env, telemetry=last.telemetry,
+                       review=review)

@@ -61,7 +61,7 @@ class Outcome(str, Enum):
     KEEP_UNSTABLE = "KEEP_UNSTABLE"
     FAILED = "FAILED"
     KILLED_OVERTIME = "KILLED_OVERTIME"
-    REJECTED = "REJECTED"  # a source patch that does not apply to the running best's tree: never launched
+    REJECTED = "REJECTED"  # a source patch the critic rejected, or that does not apply to the running best's tree: never launched
 
 
 class Decision(Strict):
@@ -163,6 +163,11 @@ def failed(reason: str) -> Decision:
 def overtime_limit_s(baseline_measuring_s: float) -> float | None:
     """How long a trial's launch may measure (after readiness) before it is stopped; None: no limit."""
     return OVERTIME_FACTOR * baseline_measuring_s if baseline_measuring_s > 0 else None
+
+
+def critic_rejected(review: str) -> Decision:
+    """The critic said no to a planned patch (or failed, and the target skips); nothing was applied or launched."""
+    return Decision(outcome=Outcome.REJECTED, reason=f"the critic did not approve the patch: {review}")
 
 
 def rejected(reason: str) -> Decision:

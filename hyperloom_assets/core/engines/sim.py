@@ -101,7 +101,9 @@ ENGINE = EngineSpec(
     prefix_cache_off=prefix_cache_off,
     fatal_markers=(),
     startup=Startup(cold_s=60.0),
-    env_prefixes=(),  # the sim reads no environment: env candidates of a sim target change nothing
+    # The sim reads no environment: a model's env knob is judged by the prefixes of the flavor
+    # the sim speaks (core/proposer/guard.py), served, and changes nothing the sim models.
+    env_prefixes=(),
     flavor_of=flavor_of,
     accepted_flags_of=accepted_flags,
     harness_flags=HARNESS_FLAGS,

@@ -116,7 +116,9 @@ class LlmOrigin(Strict):
     round: int
     rationale: str  # the model's, with its claimed gains cut out
     verdict: Literal["approve", "reject"]
+    critic: str = ""  # who approved it: `rules` or `llm:<provider>/<model>`
     critic_reasons: list[str] = []
+    critic_fallback: str | None = None  # the model critic's failure, when the rules decided instead
     patch: str | None = None  # a unified diff the model proposed (guarded: it applies, inside the package)
 
 

@@ -39,6 +39,7 @@ RULES: dict[str, str] = {
     "harness_flag": "the harness's own flags never become candidates (docs/design.md, invariant 3)",
     "env_denied": "LD_*, PYTHONPATH, PATH and anything holding KEY, TOKEN or SECRET are denied",
     "env_prefix": "env keys must carry one of the engine's prefixes",
+    "env_duplicate": "an env name is given once",
     "argv_unparsed": "every argv token must parse with the engine's own parser",
     "patch_too_large": f"a patch stays under {PATCH_MAX_BYTES} bytes",
     "patch_outside_package": "a patch touches only files of the engine's package",
@@ -56,6 +57,8 @@ class GuardInputs(Strict):
     parser_error: str | None = None
     patch_apply_error: str | None = None
     package_prefix: str  # the engine package's folder inside the tree the patch applies to
+    # The env prefixes of the engine the target speaks (a stand-in's flavor); None: the engine's own.
+    env_prefixes: tuple[str, ...] | None = None
 
 
 class Guarded(Strict):
@@ -89,15 +92,18 @@ def _flag_refusals(proposal: ProposedChange, spec: EngineSpec, harness: frozense
     return refusals
 
 
-def _env_refusals(proposal: ProposedChange, spec: EngineSpec) -> list[Refusal]:
+def _env_refusals(proposal: ProposedChange, prefixes: tuple[str, ...]) -> list[Refusal]:
     refusals = []
-    for key in proposal.env:
+    names = [setting.name for setting in proposal.env]
+    for key in dict.fromkeys(names):
+        if names.count(key) > 1:
+            refusals.append(Refusal(rule="env_duplicate", detail=f"{key} is given {names.count(key)} times"))
         upper = key.upper()
         if upper.startswith("LD_") or upper in DENIED_ENV_NAMES or any(w in upper for w in DENIED_ENV_WORDS):
             refusals.append(Refusal(rule="env_denied", detail=f"{key} is denied"))
-        elif not key.startswith(spec.env_prefixes or ("\0",)):
-            prefixes = ", ".join(spec.env_prefixes) or "none: this engine reads no environment"
-            refusals.append(Refusal(rule="env_prefix", detail=f"{key} lacks the engine's prefixes ({prefixes})"))
+        elif not key.startswith(prefixes or ("\0",)):
+            said = ", ".join(prefixes) or "none: this engine reads no environment"
+            refusals.append(Refusal(rule="env_prefix", detail=f"{key} lacks the engine's prefixes ({said})"))
     return refusals
 
 
@@ -125,11 +131,12 @@ def guard(proposal: ProposedChange, spec: EngineSpec, harness: frozenset[str], i
     refusals: list[Refusal] = []
     if not proposal.server_args and not proposal.env and not proposal.patch:
         refusals.append(Refusal(rule="empty_proposal", detail="nothing to change"))
-    texts = [*proposal.server_args, *proposal.env, *proposal.env.values()]
+    texts = [*proposal.server_args, *(text for s in proposal.env for text in (s.name, s.value))]
     shell = [t for t in texts if SHELL_CHARACTERS.search(t)]
     if shell:
         refusals.append(Refusal(rule="shell_metacharacter", detail=f"in {shell[0]!r}"))
-    refusals += _flag_refusals(proposal, spec, harness) + _env_refusals(proposal, spec)
+    refusals += _flag_refusals(proposal, spec, harness) + _env_refusals(
+        proposal, spec.env_prefixes if inputs.env_prefixes is None else inputs.env_prefixes)
     if proposal.server_args and inputs.parser_error is not None:
         refusals.append(Refusal(rule="argv_unparsed", detail=inputs.parser_error.strip()[:500]))
     if proposal.patch:

@@ -48,6 +48,7 @@ class ProposalFate(Strict):
     refusals: list[Refusal] = []
     claims_discarded: int = 0
     verdict: Literal["approve", "reject"] | None = None
+    critic: str | None = None  # who reviewed it: `rules` or `llm:<provider>/<model>`
     reasons: list[str] = []
     variant: str | None = None  # the candidate's name, when approved
     detail: str = ""

@@ -30,9 +30,9 @@ def trials_markdown(trials: list[TrialRecord]) -> str:
         launches = f"{row['launches']} + {row['best_relaunches']} best" if row["best_relaunches"] else str(row["launches"])
         rows.append((row["index"], row["fingerprint"], row["name"], row["change"], row["against"], row["outcome"],
                      _pct(row["gain_pct"]), interval, mean, launches, "replayed" if row["replayed"] else "",
-                     row["reason"], telemetry_text(row)))
+                     row["reason"], row["critic"] or "", telemetry_text(row)))
     return table(["#", "fingerprint", "name", "change", "against", "outcome", "gain", "interval (level in the reason)",
-                  "tok/s", "launches", "", "reason", "engine telemetry"], rows)
+                  "tok/s", "launches", "", "reason", "critic", "engine telemetry"], rows)
 
 
 def telemetry_text(row: dict) -> str:

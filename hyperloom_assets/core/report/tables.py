@@ -17,6 +17,7 @@ from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.profile.trace import CATEGORIES, CATEGORY_MEANING, ProfileSummary
+from hyperloom_assets.core.proposer.critic_rules import Review
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.roofline.position import Position
 
@@ -87,6 +88,7 @@ TRIAL_COLUMNS = columns_of(
     ("best_relaunches", "int", "servers launched with the running best beside it"),
     ("replayed", "bool", "taken from the ledger instead of measured again"),
     ("reason", "string", "why the decision rule decided so"),
+    ("critic", "string", "the critic's verdict and reasons, for a change that touches the tree or came from a model"),
 ) + TELEMETRY_COLUMNS
 
 
@@ -101,6 +103,18 @@ def telemetry_cells(telemetry: Telemetry | None) -> dict[str, Cell]:
                 prefill_share_pct=rounded(t.prefill_share_pct, "%") if t else None)
 
 
+def critic_text(trial: TrialRecord) -> str | None:
+    """Who reviewed the trial's change and what they said: the climb's review of a planned
+    patch, or the review a model's proposal passed when it was proposed."""
+    if trial.review is not None:
+        return trial.review.text()
+    llm = trial.variant.llm
+    if llm is None:
+        return None
+    return Review(critic=llm.critic or "critic", verdict=llm.verdict, reasons=tuple(llm.critic_reasons),
+                  fallback=llm.critic_fallback).text()
+
+
 def trials_table(trials: list[TrialRecord]) -> Table:
     rows = [dict(index=t.index, fingerprint=t.fingerprint, name=t.name, provenance=t.variant.trial_provenance(),
                  change=describe_change(t.variant), diagnosis=t.variant.diagnosis, rule=t.variant.rule,
@@ -108,7 +122,7 @@ def trials_table(trials: list[TrialRecord]) -> Table:
                  ci_low_pct=rounded(t.decision.ci_low_pct, "%"), ci_high_pct=rounded(t.decision.ci_high_pct, "%"),
                  output_throughput=rounded(t.mean, "tok/s"), launches=t.measurements,
                  best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason,
-                 **telemetry_cells(t.telemetry))
+                 critic=critic_text(t), **telemetry_cells(t.telemetry))
             for t in trials]
     return Table(columns=TRIAL_COLUMNS, rows=rows)
 
