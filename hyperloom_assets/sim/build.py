@@ -27,7 +27,7 @@ from hyperloom_assets.sim.scheduler import SimEngine, StepNoise
 def perf_model_for(shape: ModelShape, gpu: GpuSpec, config: EngineConfig, tp: int) -> PerfModel:
     vllm = config.flavor == "vllm"
     return PerfModel(
-        shape=shape, gpu=gpu, tp=tp, kv_bytes_per_elem=kv_elem_bytes(config, shape.weight_bytes_per_param),
+        shape=shape, gpu=gpu, tp=tp, kv_bytes_per_elem=kv_elem_bytes(config, shape.activation_bytes),
         block_size=config.block_size, cuda_graphs=config.cuda_graphs,
         graph_max_tokens=GRAPH_MAX_TOKENS_VLLM if vllm else (config.graph_max_batch or 0),
         graph_decode_only=not vllm, cpu_overhead_hidden=config.cpu_overhead_hidden,

@@ -66,6 +66,27 @@ def test_fp8_kv_wins_when_kv_reads_dominate_and_doubles_capacity():
     assert throughput([*small, "--kv-cache-dtype", "fp8"], **tight) > 1.2 * throughput(small, **tight)
 
 
+def test_an_fp8_checkpoint_keeps_a_16_bit_kv_cache_unless_fp8_kv_is_asked_for(tmp_path: Path):
+    """`--kv-cache-dtype auto` is the model's compute dtype, not its weights'.
+
+    vLLM's CacheConfig.cache_dtype (vllm/config/cache.py at 002f10e0): 'If "auto", will use
+    model data type'; the runner (ROCm/vllm 7802e2b, vllm/v1/worker/gpu_model_runner.py):
+    `if cache_config.cache_dtype == "auto": self.kv_cache_dtype = self.dtype`, the
+    activations' dtype, which stays 16-bit for an fp8 checkpoint.
+    """
+    config = json.loads((LLAMA_8B / "config.json").read_text())
+    for name, dtype in (("fp8", "float8_e4m3fn"), ("fp32", "float32")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({**config, "torch_dtype": dtype}))
+    bf16 = engine_for([])
+    auto = engine_for([], model=tmp_path / "fp8")
+    fp8_kv = engine_for(["--kv-cache-dtype", "fp8"], model=tmp_path / "fp8")
+    assert auto.model.kv_bytes_per_token == bf16.model.kv_bytes_per_token
+    assert fp8_kv.model.kv_bytes_per_token == bf16.model.kv_bytes_per_token / 2
+    assert auto.model.weight_bytes_per_gpu == bf16.model.weight_bytes_per_gpu / 2  # the weights are fp8
+    assert engine_for([], model=tmp_path / "fp32").model.kv_bytes_per_elem == 4.0
+
+
 def test_running_out_of_kv_preempts():
     engine = engine_for(["--gpu-memory-utilization", "0.3"])
     from hyperloom_assets.core.measurement.workloads import build_plan
