@@ -9,10 +9,11 @@ import pytest
 
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.roofline.gpus import gpu_spec
+from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.sim.build import build_engine
 from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.perf_model import SimConfigError
-from hyperloom_assets.sim.predict import parse_engine_args, predict
+from hyperloom_assets.sim.predict import fixed_batch_latency, parse_engine_args, predict
 from tests.sim.conftest import LLAMA_8B, REPO
 
 MIXTRAL = REPO / "models" / "mixtral-8x7b"
@@ -85,6 +86,14 @@ def test_an_fp8_checkpoint_keeps_a_16_bit_kv_cache_unless_fp8_kv_is_asked_for(tm
     assert fp8_kv.model.kv_bytes_per_token == bf16.model.kv_bytes_per_token / 2
     assert auto.model.weight_bytes_per_gpu == bf16.model.weight_bytes_per_gpu / 2  # the weights are fp8
     assert engine_for([], model=tmp_path / "fp32").model.kv_bytes_per_elem == 4.0
+
+
+def test_a_fixed_batch_costs_its_steps_and_grows_with_the_batch():
+    shape = load_shape(LLAMA_8B)
+    one = fixed_batch_latency(shape, "H100", [], batch=1, input_len=128, output_len=64)
+    floor = 64 * engine_for([]).model.bandwidth_bound_decode_s(batch=1, context=128)
+    assert floor < one < 2 * floor
+    assert fixed_batch_latency(shape, "H100", [], batch=64, input_len=128, output_len=64) > one
 
 
 def test_running_out_of_kv_preempts():
