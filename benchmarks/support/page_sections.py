@@ -96,6 +96,12 @@ def search_quality(r: dict) -> Table:
     return ["scenario", "launches", *(f"{n} median share" for n in searchers), f"{searchers[0]} ahead_of_tpe"], rows
 
 
+def sim_fidelity(r: dict) -> Table:
+    keys = ["case", "gpu", "tp", "batch", "input_len", "output_len", "measured_s", "predicted_s", "ratio"]
+    _, rows = pick(r["rows"], keys)
+    return keys, [*rows, [f"median of {r['cases']}", *[""] * (len(keys) - 2), r["median_ratio"]]]
+
+
 def sim_speed(r: dict) -> Table:
     return pick(r["rows"], ["case", "simulated_s", "cpu_s", "sim_s_per_cpu_s"])
 
@@ -109,7 +115,7 @@ HEADLINES: dict[str, Callable[[Any], Table]] = {
     "accuracy_gate": accuracy_gate, "client_capacity": client_capacity, "decision_launch_noise": decision_launch_noise,
     "demo_time": demo_time, "effectiveness_sim": effectiveness_sim, "faults": faults, "fleet": fleet, "noise": noise,
     "overhead": overhead, "profiler_configured": profiler_configured, "proposer_sim": proposer_sim,
-    "search_quality": search_quality, "sim_speed": sim_speed, "suite_time": suite_time,
+    "search_quality": search_quality, "sim_fidelity": sim_fidelity, "sim_speed": sim_speed, "suite_time": suite_time,
 }
 
 

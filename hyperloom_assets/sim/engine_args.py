@@ -268,12 +268,14 @@ def non_default_engine_args(args: argparse.Namespace, flavor: str) -> dict[str, 
 
 
 def _kv_dtype_bytes(kv_cache_dtype: str) -> float | None:
-    return 1.0 if kv_cache_dtype.startswith("fp8") else None
+    if kv_cache_dtype.startswith("fp8"):
+        return 1.0
+    return 2.0 if kv_cache_dtype in ("bf16", "bfloat16") else None
 
 
-def kv_elem_bytes(config: EngineConfig, model_dtype_bytes: int) -> float:
-    """Bytes per KV element: one for fp8, else the model's dtype."""
-    return _kv_dtype_bytes(config.kv_cache_dtype) or float(model_dtype_bytes)
+def kv_elem_bytes(config: EngineConfig, activation_bytes: int) -> float:
+    """Bytes per KV element: one for fp8, two for bf16, else (`auto`) the model's activation dtype."""
+    return _kv_dtype_bytes(config.kv_cache_dtype) or float(activation_bytes)
 
 
 def _resolve_vllm(args: argparse.Namespace) -> EngineConfig:

@@ -31,8 +31,8 @@ from hyperloom_assets.core.measurement.workloads import (
     warmup_plan,
 )
 from hyperloom_assets.core.roofline.gpus import gpu_spec
-from hyperloom_assets.core.roofline.model_shape import load_shape
-from hyperloom_assets.sim.build import build_engine
+from hyperloom_assets.core.roofline.model_shape import ModelShape, load_shape
+from hyperloom_assets.sim.build import build_engine, engine_for_shape
 from hyperloom_assets.sim.engine_args import engine_parser, resolve_config, split_harness_args
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 
@@ -181,3 +181,26 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         source="sim-predict", telemetry=engine.meter.window_telemetry(flavor) if engine_for(flavor).metrics else None,
     )
+
+
+def fixed_batch_latency(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
+                        output_len: int, flavor: str = "vllm", tp: int = 1, seed: int = 0) -> float:
+    """Simulated seconds for one batch of distinct prompts submitted together, run to completion.
+
+    What vLLM's `benchmark_latency` times: `batch` random `input_len`-token prompts, each
+    generating exactly `output_len` tokens (EOS ignored), from first step to last.
+    """
+    spec = gpu_spec(gpu)
+    args = parse_engine_args(Path("model"), engine_args, flavor)
+    engine = engine_for_shape(shape, spec, resolve_config(args, flavor, spec.memory_gb), tp=tp, seed=seed,
+                              record_steps=False)
+    rng = random.Random(seed)  # random tokens, as benchmark_latency's: no prompt shares a cached prefix
+    for _ in range(batch):
+        prompt = [rng.randrange(shape.vocab) for _ in range(input_len)]
+        engine.submit(engine.new_request(prompt, output_len, 0.0))
+    while engine.has_work():
+        step = engine.plan_step()
+        if step is None:
+            raise RuntimeError("the sim scheduler stalled with requests waiting")
+        engine.apply_step(step)
+    return engine.now

@@ -9,10 +9,11 @@ import pytest
 
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.roofline.gpus import gpu_spec
+from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.sim.build import build_engine
 from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.perf_model import SimConfigError
-from hyperloom_assets.sim.predict import parse_engine_args, predict
+from hyperloom_assets.sim.predict import fixed_batch_latency, parse_engine_args, predict
 from tests.sim.conftest import LLAMA_8B, REPO
 
 MIXTRAL = REPO / "models" / "mixtral-8x7b"
@@ -64,6 +65,35 @@ def test_fp8_kv_wins_when_kv_reads_dominate_and_doubles_capacity():
     tight = dict(isl=2048, osl=512, concurrency=256, num_prompts=256)
     small = ["--gpu-memory-utilization", "0.35"]
     assert throughput([*small, "--kv-cache-dtype", "fp8"], **tight) > 1.2 * throughput(small, **tight)
+
+
+def test_an_fp8_checkpoint_keeps_a_16_bit_kv_cache_unless_fp8_kv_is_asked_for(tmp_path: Path):
+    """`--kv-cache-dtype auto` is the model's compute dtype, not its weights'.
+
+    vLLM's CacheConfig.cache_dtype (vllm/config/cache.py at 002f10e0): 'If "auto", will use
+    model data type'; the runner (ROCm/vllm 7802e2b, vllm/v1/worker/gpu_model_runner.py):
+    `if cache_config.cache_dtype == "auto": self.kv_cache_dtype = self.dtype`, the
+    activations' dtype, which stays 16-bit for an fp8 checkpoint.
+    """
+    config = json.loads((LLAMA_8B / "config.json").read_text())
+    for name, dtype in (("fp8", "float8_e4m3fn"), ("fp32", "float32")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({**config, "torch_dtype": dtype}))
+    bf16 = engine_for([])
+    auto = engine_for([], model=tmp_path / "fp8")
+    fp8_kv = engine_for(["--kv-cache-dtype", "fp8"], model=tmp_path / "fp8")
+    assert auto.model.kv_bytes_per_token == bf16.model.kv_bytes_per_token
+    assert fp8_kv.model.kv_bytes_per_token == bf16.model.kv_bytes_per_token / 2
+    assert auto.model.weight_bytes_per_gpu == bf16.model.weight_bytes_per_gpu / 2  # the weights are fp8
+    assert engine_for([], model=tmp_path / "fp32").model.kv_bytes_per_elem == 4.0
+
+
+def test_a_fixed_batch_costs_its_steps_and_grows_with_the_batch():
+    shape = load_shape(LLAMA_8B)
+    one = fixed_batch_latency(shape, "H100", [], batch=1, input_len=128, output_len=64)
+    floor = 64 * engine_for([]).model.bandwidth_bound_decode_s(batch=1, context=128)
+    assert floor < one < 2 * floor
+    assert fixed_batch_latency(shape, "H100", [], batch=64, input_len=128, output_len=64) > one
 
 
 def test_running_out_of_kv_preempts():

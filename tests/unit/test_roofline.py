@@ -98,7 +98,7 @@ def test_fp8_weights_use_the_fp8_peak_and_half_the_bytes() -> None:
     bf16 = workload_roofline(shape, gpu_hardware("H100"), workload)
     fp8 = workload_roofline(shape, gpu_hardware("H100", weight_dtype="fp8"), workload, weight_dtype="fp8")
     assert fp8.weight_bytes_per_step == bf16.weight_bytes_per_step / 2
-    assert fp8.kv_bytes_per_step == bf16.kv_bytes_per_step / 2  # KV `auto` follows the weights
+    assert fp8.kv_bytes_per_step == bf16.kv_bytes_per_step  # KV `auto` is the 16-bit compute dtype, not the weights
     assert fp8.peak_tflops == pytest.approx(1978.9)
 
 

@@ -34,6 +34,16 @@ class ModelShape(Frozen):
         return DTYPE_BYTES.get(self.dtype, 2)
 
     @property
+    def activation_bytes(self) -> int:
+        """Bytes per activation element, and so per `auto` KV-cache element.
+
+        vLLM and SGLang store KV in the model's compute dtype ("If "auto", will use model
+        data type", vLLM's CacheConfig.cache_dtype); a quantized checkpoint (fp8, int8,
+        4-bit) still computes in 16 bits, so only an fp8 `--kv-cache-dtype` halves KV.
+        """
+        return max(self.weight_bytes_per_param, 2)
+
+    @property
     def attention_params(self) -> int:
         q_out = self.heads * self.head_dim
         kv_out = 2 * self.kv_heads * self.head_dim
@@ -82,7 +92,7 @@ class ModelShape(Frozen):
         return float((dense + experts) * self.weight_bytes_per_param)
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float | None = None) -> float:
-        per_elem = kv_dtype_bytes if kv_dtype_bytes is not None else self.weight_bytes_per_param
+        per_elem = kv_dtype_bytes if kv_dtype_bytes is not None else self.activation_bytes
         return 2.0 * self.layers * self.kv_heads * self.head_dim * per_elem
 
     def flops_per_token(self, context: float) -> float:

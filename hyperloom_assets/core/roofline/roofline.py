@@ -66,9 +66,9 @@ def _is_fp8(dtype: str | None) -> bool:
 
 
 def kv_bytes_per_element(shape: ModelShape, kv_cache_dtype: str | None) -> float:
-    """Bytes per KV element: the weights' dtype for `auto`/None, one byte for fp8."""
+    """Bytes per KV element: the activations' dtype for `auto`/None (16-bit for quantized weights), one for fp8."""
     if kv_cache_dtype is None or kv_cache_dtype == "auto":
-        return float(shape.weight_bytes_per_param)
+        return float(shape.activation_bytes)
     if _is_fp8(kv_cache_dtype):
         return 1.0
     if kv_cache_dtype not in DTYPE_BYTES:
