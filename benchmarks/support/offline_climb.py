@@ -36,6 +36,7 @@ from hyperloom_assets.core.measurement.workloads import build_plan, default_warm
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target
 from hyperloom_assets.core.planning.planner import PlanEvidence
+from hyperloom_assets.core.planning.recipes import Recipe, offered_recipes
 from hyperloom_assets.core.planning.stack import composition
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
@@ -169,7 +170,8 @@ def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> RooflineRes
 
 def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher | None = None,
                       admits: Admits | None = None, history: list[TrialRecord] | None = None,
-                      prior: LaunchNoise | None = None, proposer: Proposer | None = None) -> OfflineClimb:
+                      prior: LaunchNoise | None = None, proposer: Proposer | None = None,
+                      recipes: list[Recipe] | None = None) -> OfflineClimb:
     """The trials asset's climb with predictions for launches; each launch gets its own seed.
 
     `launcher` replaces the noisy prediction, `admits` narrows every plan to a space, and
@@ -177,6 +179,7 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     `prior` is the launch noise earlier runs left (decisions/history.py). `proposer` asks
     a model as `candidates` and `trials` do: round 1 on the first plan, another after each
     keeper up to its max_rounds, its approved variants ahead of the rule planner's.
+    `recipes` are the class's recipe memory, offered first in every plan as the assets do.
     """
     target = scenario.target()
     seeds = itertools.count(seed * 10_000 + 1)
@@ -192,6 +195,7 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
         if proposer is not None and asked[0] < proposer.max_rounds:
             asked[0] += 1
             found = proposer.propose(asked[0], evidence, keepers, history) + found
+        found = offered_recipes(recipes or [], keepers, tried, has_tree=False) + found
         return [v for v in found if admits is None or admits(keepers, v)]
 
     def measure(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:

@@ -96,6 +96,11 @@ def search_quality(r: dict) -> Table:
     return ["scenario", "launches", *(f"{n} median share" for n in searchers), f"{searchers[0]} ahead_of_tpe"], rows
 
 
+def recipe_memory(r: dict) -> Table:
+    keys = ["second", "cold_median", "warm_median", "cold_reached", "warm_reached", "warm_fewer_in", "seeds"]
+    return pick(r["rows"], keys)
+
+
 def sim_fidelity(r: dict) -> Table:
     keys = ["case", "gpu", "tp", "batch", "input_len", "output_len", "measured_s", "predicted_s", "ratio"]
     _, rows = pick(r["rows"], keys)
@@ -115,7 +120,8 @@ HEADLINES: dict[str, Callable[[Any], Table]] = {
     "accuracy_gate": accuracy_gate, "client_capacity": client_capacity, "decision_launch_noise": decision_launch_noise,
     "demo_time": demo_time, "effectiveness_sim": effectiveness_sim, "faults": faults, "fleet": fleet, "noise": noise,
     "overhead": overhead, "profiler_configured": profiler_configured, "proposer_sim": proposer_sim,
-    "search_quality": search_quality, "sim_fidelity": sim_fidelity, "sim_speed": sim_speed, "suite_time": suite_time,
+    "recipe_memory": recipe_memory, "search_quality": search_quality, "sim_fidelity": sim_fidelity,
+    "sim_speed": sim_speed, "suite_time": suite_time,
 }
 
 

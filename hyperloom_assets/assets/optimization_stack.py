@@ -16,6 +16,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
+from hyperloom_assets.assets.recipes import file_keepers
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.rule import validated_gain
@@ -198,6 +199,9 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
                            keepers=[k.model_dump(mode="json") for k in result.keepers],
                            result=result.model_dump(mode="json", exclude={"keepers"}))
+        filed = file_keepers(store, trials, result, context.partition_key, context.run.run_id)
+        if filed:
+            context.log.info("recipe memory: %d keeper(s) filed for %s", len(filed), filed[0].klass.text())
         yield dg.Output(result, metadata={
             "final_output_throughput": rounded(result.final_output_throughput, "tok/s"),
             "validated_gain_pct": rounded(result.validated_gain_pct, "%"),
@@ -209,6 +213,7 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "tree_commit": dg.MetadataValue.text(result.tree_commit or "none (no framework_tree)"),
             "patches": dg.MetadataValue.json(result.patches),
             "validated_in_run": dg.MetadataValue.text(result.validated_in_run or "none (nothing to validate)"),
+            "recipes_filed": len(filed),
         })
         yield validated_gain_interval_excludes_zero(result)
 

@@ -27,6 +27,7 @@ from hyperloom_assets.core.engines.registry import harness_flags_for
 from hyperloom_assets.core.patches.patch import PatchError, SourcePatch
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.patch_plan import llm_patch
+from hyperloom_assets.core.planning.recipes import Recipe, evidence_rows
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
 from hyperloom_assets.core.planning.variants import LlmOrigin, Variant
 from hyperloom_assets.assets.critic import Critic
@@ -65,16 +66,17 @@ class RoundInputs:
     """
 
     def __init__(self, target, host, providers, baseline, roofline, settings: ProposerSettings,
-                 profile: dict | None = None, *, log: logging.Logger, observe: Observe,
-                 record: Callable[[ProposerRound], None]):
+                 profile: dict | None = None, recipes: list[Recipe] | None = None, *, log: logging.Logger,
+                 observe: Observe, record: Callable[[ProposerRound], None]):
         self.target, self.host, self.providers = target, host, providers
         self.baseline, self.roofline, self.settings, self.profile = baseline, roofline, settings, profile
+        self.recipes = recipes or []  # the class's recipes: shown to the model as evidence
         self.log, self.observe, self.record = log, observe, record
         self.critic = Critic(settings, speaking(target.engine, target.server_args), providers)
 
     @classmethod
     def for_asset(cls, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
-                  profile: dict | None = None) -> RoundInputs:
+                  profile: dict | None = None, recipes: list[Recipe] | None = None) -> RoundInputs:
         """A round of an asset: its run log, observations of `candidates`, the result store's LlmCallLog."""
         def observe(key: str, value: Any) -> None:
             context.log_event(dg.AssetObservation(asset_key="candidates", partition=context.partition_key,
@@ -83,7 +85,7 @@ class RoundInputs:
         def record(round_record: ProposerRound) -> None:
             LlmCallLog(store).record_round(context.partition_key, context.run.run_id, round_record)
 
-        return cls(target, host, providers, baseline, roofline, settings, profile, log=context.log,
+        return cls(target, host, providers, baseline, roofline, settings, profile, recipes, log=context.log,
                    observe=observe, record=record)
 
 
@@ -188,7 +190,7 @@ def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Vari
     flags = flag_rows(first.get("flags", []), s.flag_help)
     evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
                                 inputs.profile, first.get("sources", {}), [k.name for k in keepers],
-                                s.max_proposals)
+                                s.max_proposals, evidence_rows(inputs.recipes))
     call, reply = _ask(inputs, round_no, evidence)
     record = ProposerRound(round=round_no, provenance=s.label, calls=[call])
     variants: list[Variant] = []

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from hyperloom_assets.assets.critic import PATCH_REVIEW_ROUND, Critic, variant_change
 from hyperloom_assets.assets.metadata import table_value
 from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
+from hyperloom_assets.assets.recipes import class_recipes, mark_if_missed, target_class
 from hyperloom_assets.assets.stops import record_stop, recorded_stops
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import (
@@ -35,6 +36,7 @@ from hyperloom_assets.core.engines.registry import engine_for, speaking
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
+from hyperloom_assets.core.planning.recipes import RecipeClass, offered_recipes
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.proposer.critic_rules import Review
 from hyperloom_assets.core.proposer.evidence import proposer_payload
@@ -63,12 +65,14 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
         host = hosts.for_target(target)
         settings = settings_for(target)
+        klass = target_class(target, baseline, roofline)
         rounds = RoundInputs.for_asset(context, target, host, llm, store, baseline, roofline, settings,
-                                       profile.evidence()) if settings.asks_a_model else None
+                                       profile.evidence(), class_recipes(store, klass)) if settings.asks_a_model else None
         critic = PatchCritic(context, store, Critic(settings, speaking(target.engine, target.server_args), llm),
                              target, baseline, roofline, profile.evidence())
         with recorded_stops(context, store, "trials"):
-            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds, critic)
+            result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds, critic,
+                               klass)
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
@@ -154,7 +158,7 @@ class PatchCritic:
 def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
               baseline: BaselineResult, roofline: RooflineResult,
               first_plan: list[Variant], rounds: RoundInputs | None = None,
-              critic: PatchCritic | None = None) -> TrialsResult:
+              critic: PatchCritic | None = None, klass: RecipeClass | None = None) -> TrialsResult:
     name, key = context.partition_key, baseline.context_key
     history: list[TrialRecord] = []  # the trials so far: the planner's and the proposer's evidence
     tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
@@ -165,15 +169,18 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
             return first_plan
         rules = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried,
                                 tried_patches=frozenset(tried_patches), history=history)
+        recipes = offered_recipes(class_recipes(store, klass), keepers, tried,
+                                  has_tree=target.framework_tree is not None) if klass else []
         if rounds is None or asked[0] >= rounds.settings.max_rounds:
-            return rules
+            return recipes + rules
         asked[0] += 1
-        return propose(rounds, asked[0], trials=history, keepers=keepers, tried=tried) + rules
+        return recipes + propose(rounds, asked[0], trials=history, keepers=keepers, tried=tried) + rules
 
     trees = TrialTrees(baseline.run_tree)
     launch_spec = trees.spec_maker(target, baseline.spec)
 
     def settle(record: TrialRecord) -> None:
+        mark_if_missed(store, record, name, context.run.run_id)
         history.append(record)
         trees.settle(record)
         tried_patches.update(patch.sha256 for patch in record.variant.patches)
@@ -195,7 +202,7 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
                 f"running gain {result.best_gain_pct():+.2f}%")
     return TrialsResult(climb=result, baseline_mean=baseline.measurement.output_throughput, context_key=key,
                         tree_commit=trees.head(), patch_commits=trees.commits,
-                        launch_noise_dof=prior.dof if prior else 0)
+                        launch_noise_dof=prior.dof if prior else 0, recipe_class=klass)
 
 
 def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,

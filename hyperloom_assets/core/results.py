@@ -11,6 +11,7 @@ from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.core.measurement.stats import Launches
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.run_tree import RunTree
+from hyperloom_assets.core.planning.recipes import RecipeClass
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.profile.trace import ProfileSummary
 from hyperloom_assets.core.releases.run import ReleaseCheck, ReleaseRun
@@ -82,6 +83,7 @@ class TrialsResult(Strict):
     tree_commit: str | None = None  # the run branch's head after the climb: the running best's tree
     patch_commits: dict[str, str] = {}  # fingerprint of a kept patch trial -> its commit on the branch
     launch_noise_dof: int = 0  # degrees of freedom of the launch noise pooled from earlier runs (0: none)
+    recipe_class: RecipeClass | None = None  # the target's class in the recipe memory (planning/recipes.py)
 
 
 class PatchRecord(Strict):

@@ -233,10 +233,12 @@ def test_validated_gain_warns_when_its_interval_includes_zero(run, monkeypatch) 
 
 
 def test_validated_gain_says_it_cannot_run_without_a_keeper(run, monkeypatch) -> None:
-    # Mutation: the planner proposes nothing, so nothing is kept and nothing validated.
+    # Mutation: the planner proposes nothing and the recipe memory (which holds the other
+    # target's keepers, of the same class) offers nothing, so nothing is kept and nothing validated.
     import hyperloom_assets.assets.candidates as candidates_module
 
     monkeypatch.setattr(candidates_module, "plan_for_target", lambda *args, **kwargs: [])
+    monkeypatch.setattr(candidates_module, "class_recipes", lambda *args, **kwargs: [])
     checks = run.rerun("baseline", "roofline", "profile", "candidates", "trials",
                        "accepted_patches", "optimization_stack", partition=FLAT)
     check = checks["validated_gain_interval_excludes_zero"]

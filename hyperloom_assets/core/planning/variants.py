@@ -122,13 +122,22 @@ class LlmOrigin(Strict):
     patch: str | None = None  # a unified diff the model proposed (guarded: it applies, inside the package)
 
 
+class RecipeOrigin(Strict):
+    """Where a recipe came from: the earlier run of the same class that kept it, and what it won there."""
+    recipe_id: int
+    run_id: str
+    target: str
+    gain_pct: float
+    class_key: str
+
+
 class Variant(Strict):
     name: str
     add_args: list[str] = []
     remove_args: list[str] = []
     set_env: dict[str, str] = {}
     unset_env: list[str] = []
-    provenance: Literal["seed_grid", "ablation", "combined", "llm", "patch"]
+    provenance: Literal["seed_grid", "ablation", "combined", "llm", "patch", "recipe"]
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
@@ -136,11 +145,15 @@ class Variant(Strict):
     diagnosis: str | None = None  # the bottleneck the planner diagnosed when it proposed it
     patches: list[SourcePatch] = []  # source patches on top of the running best's tree, in order
     llm: LlmOrigin | None = None  # set when a model proposed it and the critic approved it
+    recipe: RecipeOrigin | None = None  # set when it is a recipe of the target's class (planning/recipes.py)
 
     def trial_provenance(self) -> str:
-        """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches), `library` (the patch library's) or `llm:<provider>/<model>`."""
+        """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches), `library` (the
+        patch library's), `llm:<provider>/<model>` or `recipe:<run>` (a keeper of an earlier run of the class)."""
         if self.llm is not None:
             return f"llm:{self.llm.provider}/{self.llm.model}"
+        if self.recipe is not None:
+            return f"recipe:{self.recipe.run_id}"
         if self.patches:
             return "library" if any(p.source == "library" for p in self.patches) else "operator"
         return "rules"

@@ -2,7 +2,8 @@
 
 The target and its workload, the hardware and roofline, the baseline's launch evidence
 and metrics, the server's own telemetry over the baseline's measured rounds (None when
-the engine serves no /metrics), the profile table, every trial so far with its outcome and interval,
+the engine serves no /metrics), the profile table, what won on targets of the same class before
+(the recipe memory), every trial so far with its outcome and interval,
 the engine's own flag list as its installed parser registers it, and for patches a few
 source files of the engine's package within a size bound.
 """
@@ -40,7 +41,8 @@ def trial_rows(trials: list[TrialRecord]) -> list[dict[str, Any]]:
 
 def proposer_payload(target: Target, baseline: BaselineResult, roofline: RooflineResult,
                      trials: list[TrialRecord], flags: list[dict], profile: dict[str, Any] | None,
-                     sources: dict[str, str], kept: list[str], max_proposals: int) -> dict[str, Any]:
+                     sources: dict[str, str], kept: list[str], max_proposals: int,
+                     recipes: list[dict] | None = None) -> dict[str, Any]:
     m, r, a = baseline.measurement, roofline.roofline, roofline.achieved
     return {
         "ask": f"at most {max_proposals} proposals",
@@ -54,6 +56,7 @@ def proposer_payload(target: Target, baseline: BaselineResult, roofline: Rooflin
                      "completed": m.completed, "launch_evidence": baseline.launch.evidence},
         "telemetry": baseline_telemetry(baseline),
         "profile": profile,
+        "recipes_of_this_class": recipes or [],
         "kept_so_far": kept,
         "trials_so_far": trial_rows(trials),
         "engine_flags": flags,

@@ -1,0 +1,134 @@
+"""Does the recipe memory pay? A second target of a class, with and without the first one's keepers.
+
+For each pair of sim scenarios of one class (same engine, model, GPU and workload bands;
+the second's prompt length and concurrency differ within their bands), the first target
+climbs (the offline climb: sim predictions with launch noise for launches); its keepers
+become recipes, with the gains its trials measured. The second target then climbs twice
+with the same seed: cold, and with the recipes offered first (as `candidates` and each
+re-plan do). The goal is the first target's best, applied to the second: the noise-free
+throughput of the first stack's changes on the second target. The table gives, per pair,
+the median launches (the baseline's included) until the second target's running best
+reaches 97% of that goal, cold and with memory, and in how many seeds each got there
+within its trials. Writes benchmarks/results/recipe_memory.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.support.offline_climb import (  # noqa: E402
+    OfflineClimb,
+    SimScenario,
+    run_offline_climb,
+    sim_baseline,
+    sim_roofline,
+    true_throughput,
+)
+from benchmarks.support.results import start_run, write_results  # noqa: E402
+from hyperloom_assets.core.config.targets import Workload  # noqa: E402
+from hyperloom_assets.core.planning.recipes import Recipe, class_of, recipe_of, stack_recipe  # noqa: E402
+from hyperloom_assets.core.planning.stack import composition  # noqa: E402
+from hyperloom_assets.core.roofline.model_shape import load_shape  # noqa: E402
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+REACHED = 0.97  # of the goal: launch noise makes an exact match a coin toss
+
+
+def pairs(max_trials: int) -> list[tuple[SimScenario, SimScenario]]:
+    capped = ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048", "--enforce-eager"]
+    budget = ["--max-num-seqs", "8", "--max-num-batched-tokens", "64"]
+    return [
+        (SimScenario(name="llama8b-h100-capped", model=MODELS / "llama-3-8b", gpu="H100", server_args=capped,
+                     workload=Workload(kind="random", isl=512, osl=128, concurrency=32), max_trials=max_trials),
+         SimScenario(name="llama8b-h100-capped-second", model=MODELS / "llama-3-8b", gpu="H100", server_args=capped,
+                     workload=Workload(kind="random", isl=448, osl=128, concurrency=40), max_trials=max_trials)),
+        (SimScenario(name="llama8b-h200-budget", model=MODELS / "llama-3-8b", gpu="H200", server_args=budget,
+                     workload=Workload(kind="random", isl=512, osl=128, concurrency=32), max_trials=max_trials),
+         SimScenario(name="llama8b-h200-budget-second", model=MODELS / "llama-3-8b", gpu="H200", server_args=budget,
+                     workload=Workload(kind="random", isl=576, osl=112, concurrency=28), max_trials=max_trials)),
+    ]
+
+
+def recipes_from(first: SimScenario, climb: OfflineClimb, seed: int) -> list[Recipe]:
+    """The first climb's keepers, filed as the optimization_stack asset files a validated stack's."""
+    baseline = sim_baseline(first, seed)
+    klass = class_of(first.target(), load_shape(first.model), sim_roofline(first, baseline).hardware, "sim")
+    kept = [t for t in climb.climb.trials if t.outcome == "KEEP"]
+    run = f"offline-seed-{seed}"
+    recipes = [recipe_of(klass, t.variant, t.decision.gain_pct or 0.0, (t.decision.ci_low_pct, t.decision.ci_high_pct),
+                         first.name, run) for t in kept]
+    if len(kept) > 1:  # the offline climb validates nothing: the stack's gain is the climb's running gain
+        recipes.append(stack_recipe(klass, climb.climb.keepers, climb.climb.best_gain_pct(), (None, None),
+                                    first.name, run))
+    return [recipe.model_copy(update={"id": i + 1}) for i, recipe in enumerate(recipes)]
+
+
+def launches_to_goal(second: SimScenario, climb: OfflineClimb, goal: float) -> int | None:
+    """Launches (the baseline's first) until the running best's true throughput reaches the goal."""
+    target, keepers, launches = second.target(), [], 1
+    if (true_throughput(second, composition(target, []).argv) or 0) >= REACHED * goal:
+        return launches
+    for trial in climb.climb.trials:
+        launches += trial.launch_count
+        if trial.outcome == "KEEP":
+            keepers.append(trial.variant)
+            if (true_throughput(second, composition(target, keepers).argv) or 0) >= REACHED * goal:
+                return launches
+    return None
+
+
+def same_class(first: SimScenario, second: SimScenario) -> bool:
+    keys = []
+    for scenario in (first, second):
+        hardware = sim_roofline(scenario, sim_baseline(scenario, 0)).hardware
+        keys.append(class_of(scenario.target(), load_shape(scenario.model), hardware, "sim").key)
+    return keys[0] == keys[1]
+
+
+def run_pair(first: SimScenario, second: SimScenario, seeds: int) -> dict:
+    assert same_class(first, second), f"{first.name} and {second.name} must share a class"
+    cold, warm = [], []
+    for seed in range(seeds):
+        climb = run_offline_climb(first, seed)
+        goal = true_throughput(second, composition(second.target(), climb.climb.keepers).argv) or 0.0
+        recipes = recipes_from(first, climb, seed)
+        cold.append(launches_to_goal(second, run_offline_climb(second, seed + 1000), goal))
+        warm.append(launches_to_goal(second, run_offline_climb(second, seed + 1000, recipes=recipes), goal))
+    return {"first": first.name, "second": second.name, "seeds": seeds, "cold_launches": cold, "warm_launches": warm,
+            "cold_median": _median(cold), "warm_median": _median(warm),
+            "cold_reached": sum(x is not None for x in cold), "warm_reached": sum(x is not None for x in warm),
+            "warm_fewer_in": sum(w is not None and (c is None or w < c) for c, w in zip(cold, warm))}
+
+
+def _median(values: list[int | None]) -> float | None:
+    reached = [v for v in values if v is not None]
+    return statistics.median(reached) if reached else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--max-trials", type=int, default=8)
+    args, bench_run = start_run(parser)
+    rows = [run_pair(first, second, args.seeds) for first, second in pairs(args.max_trials)]
+    print(f"{'second target':<28} {'cold median':>11} {'warm median':>11} {'cold reached':>12} "
+          f"{'warm reached':>12} {'warm fewer':>10}")
+    for r in rows:
+        print(f"{r['second']:<28} {str(r['cold_median']):>11} {str(r['warm_median']):>11} "
+              f"{r['cold_reached']:>9}/{r['seeds']} {r['warm_reached']:>9}/{r['seeds']} "
+              f"{r['warm_fewer_in']:>7}/{r['seeds']}")
+    verdict = all(r["warm_median"] is not None and (r["cold_median"] is None or r["warm_median"] < r["cold_median"])
+                  for r in rows)
+    print(f"with memory, the second target reaches the first's best in fewer launches (median) in every pair: "
+          f"{verdict}")
+    write_results("recipe_memory", {"reached_share": REACHED, "max_trials": args.max_trials, "rows": rows,
+                                    "fewer_launches_in_every_pair": verdict}, bench_run)
+
+
+if __name__ == "__main__":
+    main()
