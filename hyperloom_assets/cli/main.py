@@ -34,6 +34,8 @@ COMMANDS: dict[str, Command] = {
     "sim-serve": Command("hyperloom_assets.sim.cli", "serve_main", "serve_parser", "serve the sim engine over HTTP"),
     "sim-predict": Command("hyperloom_assets.sim.cli", "predict_main", "predict_parser",
                            "predict a configuration's Measurement"),
+    "sim-calibrate": Command("hyperloom_assets.sim.calibrate_cli", "main", "parser",
+                             "--gpu NAME --out FILE: fit the sim's efficiency parameters to the calibration cases"),
     "instance-config": Command("hyperloom_assets.cli.instance_config", "main", "parser",
                                "[DAGSTER_HOME]: write dagster.yaml for this environment"),
     "host-agent": Command("hyperloom_assets.resources.hosts.agent", "main", "parser",

@@ -24,7 +24,7 @@ from hyperloom_assets.sim.engine_args import (
     output_salt,
     resolve_config,
 )
-from hyperloom_assets.sim.perf_model import SimConfigError
+from hyperloom_assets.sim.perf_model import DEFAULT_CALIBRATION, SimCalibration, SimConfigError
 
 
 def _parser(prog: str, serving: bool, flavor: str) -> argparse.ArgumentParser:
@@ -54,7 +54,23 @@ def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespac
         parser.error(f"argument --gpu: {exc.args[0]}")
     if args.time_scale <= 0:
         parser.error("argument --time-scale: must be positive")
+    args.calibration = _calibration(parser, args)
     return args, flavor
+
+
+def _calibration(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SimCalibration:
+    """The profile's parameters; a bad file or a profile of another GPU stops the launch before it starts."""
+    if args.calibration is None:
+        return DEFAULT_CALIBRATION
+    from hyperloom_assets.sim.calibration import CalibrationError, load_profile
+
+    try:
+        profile = load_profile(Path(args.calibration))
+    except CalibrationError as exc:
+        parser.error(f"argument --calibration: {exc}")
+    if profile.gpu != gpu_spec(args.gpu).name:
+        parser.error(f"argument --calibration: profile {args.calibration} is for {profile.gpu}, not --gpu {args.gpu}")
+    return profile.parameters
 
 
 def _add_workload_args(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +116,7 @@ def serve_main(argv: list[str]) -> int:
         return _fail(f"ValueError: no config.json in model folder {model_dir}")
     try:
         engine = build_engine(model_dir, gpu, config, tp=args.tp, seed=args.seed, noise_pct=args.noise_pct,
-                              record_steps=False)
+                              record_steps=False, calibration=args.calibration)
     except SimConfigError as exc:
         return _fail(f"ValueError: {exc}")
     engine.noise = LaunchOffset(engine.noise, scripted.speed)
@@ -167,7 +183,8 @@ def predict_main(argv: list[str]) -> int:
     engine_argv = _drop_workload_flags(engine_argv)
     try:
         measurement = predict(_model_dir(args, flavor), args.gpu, engine_argv, workload, flavor=flavor, tp=args.tp,
-                              seed=args.seed, noise_pct=args.noise_pct, repeats=args.repeats, warmups=args.warmups)
+                              seed=args.seed, noise_pct=args.noise_pct, repeats=args.repeats, warmups=args.warmups,
+                              calibration=args.calibration)
     except SimConfigError as exc:
         return _fail(f"ValueError: {exc}")
     print(json.dumps(measurement.flat(), indent=1))

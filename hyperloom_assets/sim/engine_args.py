@@ -22,7 +22,7 @@ FLAVORS = ("vllm", "sglang", "atom")
 _HARNESS_FLAGS: dict[str, bool] = {
     "--gpu": True, "--time-scale": True, "--noise-pct": True, "--seed": True, "--flavor": True,
     "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True, "--alter-outputs-with": True,
-    "--fault": True, "--fault-after-requests": True, "--profile-dir": True,
+    "--fault": True, "--fault-after-requests": True, "--profile-dir": True, "--calibration": True,
 }
 # A server that misbehaves once it has served --fault-after-requests requests (sim/faults.py).
 FAULTS = ("exit", "stall", "http-500", "malformed-chunk", "drop-connection")
@@ -220,6 +220,9 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
                         help="requests served normally before the fault starts")
     parser.add_argument("--profile-dir", default=None,
                         help="serve /start_profile and /stop_profile, writing the model's time breakdown here")
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="a calibration profile (YAML, `hyperloom sim-calibrate`): the perf model's efficiency "
+                             "parameters for --gpu (default: the constants of sim/perf_model.py)")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:

@@ -36,8 +36,14 @@ Overheads:
   it for steps they cover (vLLM: steps of up to GRAPH_MAX_TOKENS_VLLM tokens, piecewise
   graphs cover mixed batches; SGLang: decode-only steps up to `--cuda-graph-max-bs-decode`; ATOM: up to its largest capture size).
   `--enforce-eager` (vLLM) and `--disable-cuda-graph` (SGLang) turn graphs off.
+- LAYER_FIXED_S: per layer, on every step, graphs or not: the small kernels (norms, RoPE,
+  activation quantisation) that neither bandwidth nor FLOPs account for. Zero until a
+  calibration profile says otherwise.
 - TP: two all-reduces per layer, each ALLREDUCE_LATENCY_S plus a ring transfer over
   NVLINK_GBPS.
+
+These constants are the defaults of `SimCalibration`; a calibration profile
+(calibration.py, `--calibration FILE`) replaces them with values fitted to measurements.
 
 The profile (`step_breakdown`) splits the same time: the bound term between GEMMs and
 attention in proportion to the weight and KV bytes (memory-bound) or the linear and
@@ -52,8 +58,11 @@ over all TP ranks, divided by KV bytes per token, is the KV capacity in tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from pydantic import Field
+
+from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.roofline.gpus import GpuSpec
 from hyperloom_assets.core.roofline.model_shape import ModelShape
 
@@ -66,6 +75,7 @@ LAUNCH_PER_LAYER_S = 80e-6
 GRAPH_MAX_TOKENS_VLLM = 512
 ALLREDUCE_LATENCY_S = 8e-6
 NVLINK_GBPS = 300.0
+LAYER_FIXED_S = 0.0
 ACTIVATION_BASE_BYTES = 1.0e9
 CUDA_GRAPH_POOL_BYTES = 0.5e9
 BLOCK_SIZE_KV_EFFICIENCY = {1: 0.95, 8: 0.90, 16: 1.0, 32: 1.0, 64: 0.98, 128: 0.96}
@@ -74,6 +84,30 @@ GB = 1e9
 
 class SimConfigError(ValueError):
     """A configuration the engine refuses at startup (it would not fit, or is invalid)."""
+
+
+class SimCalibration(Frozen):
+    """The efficiency parameters of the model, each in a physical unit; the defaults are the constants above."""
+
+    bw_efficiency: float = Field(BW_EFFICIENCY, gt=0, le=1, description=(
+        "fraction: achievable share of the datasheet HBM bandwidth in weight-reading GEMVs and paged attention"))
+    compute_efficiency: float = Field(COMPUTE_EFFICIENCY, gt=0, le=1, description=(
+        "fraction: share of dense peak FLOPs a large GEMM reaches (prefill, large batches)"))
+    small_batch_tokens: float = Field(SMALL_BATCH_TOKENS, ge=0, description=(
+        "tokens: a step of m tokens reaches m / (m + this) of compute_efficiency (thin matrices idle tensor cores)"))
+    step_cpu_s: float = Field(STEP_CPU_S, ge=0, description=(
+        "seconds per step: the engine's CPU work (scheduling, sampling, detokenizing) unless overlapped"))
+    launch_per_layer_s: float = Field(LAUNCH_PER_LAYER_S, ge=0, description=(
+        "seconds per layer per step: kernel launches of a step no CUDA/HIP graph covers"))
+    layer_fixed_s: float = Field(LAYER_FIXED_S, ge=0, description=(
+        "seconds per layer per step, graphs or not: small kernels (norms, RoPE, activation quantisation)"))
+    allreduce_latency_s: float = Field(ALLREDUCE_LATENCY_S, ge=0, description=(
+        "seconds per all-reduce call (two per layer under tensor parallelism), whatever its payload"))
+    allreduce_gbps: float = Field(NVLINK_GBPS, gt=0, description=(
+        "GB/s: bus bandwidth of the all-reduce's ring transfer between the TP ranks"))
+
+
+DEFAULT_CALIBRATION = SimCalibration()
 
 
 @dataclass(frozen=True)
@@ -98,6 +132,7 @@ class PerfModel:
     graph_max_tokens: int  # steps up to this many tokens run as CUDA graphs
     graph_decode_only: bool  # SGLang captures decode batches only
     cpu_overhead_hidden: bool
+    calibration: SimCalibration = field(default=DEFAULT_CALIBRATION)
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -116,14 +151,17 @@ class PerfModel:
         covered = self.cuda_graphs and tokens <= self.graph_max_tokens
         if self.graph_decode_only and step.prefill_tokens:
             covered = False
-        launch = 0.0 if covered else LAUNCH_PER_LAYER_S * self.shape.layers
-        return launch + (0.0 if self.cpu_overhead_hidden else STEP_CPU_S)
+        launch = 0.0 if covered else self.calibration.launch_per_layer_s * self.shape.layers
+        return launch + self.calibration.layer_fixed_s * self.shape.layers + self._cpu()
+
+    def _cpu(self) -> float:
+        return 0.0 if self.cpu_overhead_hidden else self.calibration.step_cpu_s
 
     def _allreduce(self, tokens: int) -> float:
         if self.tp <= 1:
             return 0.0
         payload = tokens * self.shape.hidden * 2.0 * 2 * (self.tp - 1) / self.tp
-        per_call = ALLREDUCE_LATENCY_S + payload / (NVLINK_GBPS * GB)
+        per_call = self.calibration.allreduce_latency_s + payload / (self.calibration.allreduce_gbps * GB)
         return 2 * self.shape.layers * per_call
 
     def step_time(self, step: StepShape) -> float:
@@ -139,17 +177,18 @@ class PerfModel:
         kv_tokens = step.decode_context + step.prefill_kv_read
         weight_bytes = self.shape.decode_weight_bytes(tokens) / self.tp
         kv_bytes = (kv_tokens / kv_eff + tokens) * self.kv_bytes_per_token / self.tp
-        memory_s = (weight_bytes + kv_bytes) / (self.gpu.mem_bw_gbps * GB * BW_EFFICIENCY)
+        memory_s = (weight_bytes + kv_bytes) / (self.gpu.mem_bw_gbps * GB * self.calibration.bw_efficiency)
         attention_flops = 4.0 * self.shape.layers * self.shape.heads * self.shape.head_dim * (
             step.decode_context + step.prefill_context) / self.tp
         linear_flops = 2.0 * self.shape.active_params * tokens / self.tp
-        utilisation = COMPUTE_EFFICIENCY * tokens / (tokens + SMALL_BATCH_TOKENS)
+        cal = self.calibration
+        utilisation = cal.compute_efficiency * tokens / (tokens + cal.small_batch_tokens)
         compute_s = (linear_flops + attention_flops) / (self._peak_flops() * utilisation)
         if memory_s >= compute_s:
             bound_s, gemm_part = memory_s, weight_bytes / (weight_bytes + kv_bytes)
         else:
             bound_s, gemm_part = compute_s, linear_flops / (linear_flops + attention_flops)
-        cpu_s = 0.0 if self.cpu_overhead_hidden else STEP_CPU_S
+        cpu_s = self._cpu()
         return {"gemm": bound_s * gemm_part, "attention": bound_s * (1.0 - gemm_part),
                 "sampling": cpu_s * SAMPLING_SHARE, "scheduling": cpu_s * (1.0 - SAMPLING_SHARE),
                 "kernel_launch": self._overhead(step) - cpu_s, "all_reduce": self._allreduce(tokens)}

@@ -34,6 +34,7 @@ from hyperloom_assets.core.roofline.gpus import gpu_spec
 from hyperloom_assets.core.roofline.model_shape import ModelShape, load_shape
 from hyperloom_assets.sim.build import build_engine, engine_for_shape
 from hyperloom_assets.sim.engine_args import engine_parser, resolve_config, split_harness_args
+from hyperloom_assets.sim.perf_model import DEFAULT_CALIBRATION, PerfModel, SimCalibration, StepShape
 from hyperloom_assets.sim.scheduler import SimEngine, SimRequest
 
 
@@ -152,7 +153,8 @@ def parse_engine_args(model_dir: Path, engine_args: list[str], flavor: str) -> A
 
 def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: Workload,
             num_prompts: int | None = None, flavor: str = "vllm", tp: int = 1, seed: int = 0,
-            noise_pct: float = 0.0, repeats: int = 1, warmups: int | None = None) -> Measurement:
+            noise_pct: float = 0.0, repeats: int = 1, warmups: int | None = None,
+            calibration: SimCalibration = DEFAULT_CALIBRATION) -> Measurement:
     """The Measurement `hyperloom bench` would report against `sim-serve` with these args, in simulated time.
 
     Raises SimArgError for args the engine's parser rejects and SimConfigError for a
@@ -162,7 +164,7 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
     spec = gpu_spec(gpu)
     args = parse_engine_args(model_dir, engine_args, flavor)
     config = resolve_config(args, flavor, spec.memory_gb)
-    engine = build_engine(model_dir, spec, config, tp=tp, seed=seed, noise_pct=noise_pct)
+    engine = build_engine(model_dir, spec, config, tp=tp, seed=seed, noise_pct=noise_pct, calibration=calibration)
     vocab = load_shape(model_dir).vocab
     warm_count = default_warmups(workload.concurrency) if warmups is None else warmups
     plans = [round_plan(workload, f"repeat-{i + 1}", vocab, num_prompts) for i in range(max(repeats, 1))]
@@ -184,23 +186,51 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
 
 
 def fixed_batch_latency(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
-                        output_len: int, flavor: str = "vllm", tp: int = 1, seed: int = 0) -> float:
+                        output_len: int, flavor: str = "vllm", tp: int = 1, seed: int = 0,
+                        calibration: SimCalibration = DEFAULT_CALIBRATION) -> float:
     """Simulated seconds for one batch of distinct prompts submitted together, run to completion.
 
     What vLLM's `benchmark_latency` times: `batch` random `input_len`-token prompts, each
     generating exactly `output_len` tokens (EOS ignored), from first step to last.
     """
+    engine = _fixed_batch_engine(shape, gpu, engine_args, batch, input_len, output_len, flavor, tp, seed, calibration)
+    _run_fixed_batch(engine)
+    return engine.now
+
+
+def fixed_batch_schedule(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
+                         output_len: int, flavor: str = "vllm", tp: int = 1,
+                         seed: int = 0) -> tuple[PerfModel, list[StepShape]]:
+    """The engine's perf model and the steps `fixed_batch_latency` runs, in order.
+
+    With every prompt submitted at once and no noise, what the scheduler batches depends
+    on token budgets and KV capacity, never on step times: one schedule serves every
+    calibration, so a fit times it again instead of rescheduling (calibrate.py).
+    """
+    engine = _fixed_batch_engine(shape, gpu, engine_args, batch, input_len, output_len, flavor, tp, seed,
+                                 DEFAULT_CALIBRATION)
+    return engine.model, _run_fixed_batch(engine)
+
+
+def _fixed_batch_engine(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
+                        output_len: int, flavor: str, tp: int, seed: int, calibration: SimCalibration) -> SimEngine:
     spec = gpu_spec(gpu)
     args = parse_engine_args(Path("model"), engine_args, flavor)
     engine = engine_for_shape(shape, spec, resolve_config(args, flavor, spec.memory_gb), tp=tp, seed=seed,
-                              record_steps=False)
+                              record_steps=False, calibration=calibration)
     rng = random.Random(seed)  # random tokens, as benchmark_latency's: no prompt shares a cached prefix
     for _ in range(batch):
         prompt = [rng.randrange(shape.vocab) for _ in range(input_len)]
         engine.submit(engine.new_request(prompt, output_len, 0.0))
+    return engine
+
+
+def _run_fixed_batch(engine: SimEngine) -> list[StepShape]:
+    shapes = []
     while engine.has_work():
         step = engine.plan_step()
         if step is None:
             raise RuntimeError("the sim scheduler stalled with requests waiting")
+        shapes.append(step.shape)
         engine.apply_step(step)
-    return engine.now
+    return shapes

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from benchmarks.calibration.cases import CASES_FILE, load_cases
+from hyperloom_assets.sim.cases import CASES_FILE, load_cases
 from hyperloom_assets.core.roofline.gpus import gpu_spec
 
 

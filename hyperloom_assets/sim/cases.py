@@ -1,4 +1,4 @@
-"""The calibration set: published measurements with their provenance, from cases.yaml.
+"""The calibration set: published measurements with their provenance, from cases.yaml. Pure code.
 
 A case is one figure copied from one document; its source says where that document is
 (address, and a commit, a date or a CI build that pins it), what ran (engine, hardware,
@@ -16,9 +16,12 @@ import yaml
 from pydantic import Field, model_validator
 
 from hyperloom_assets.core.models import Frozen
+from hyperloom_assets.core.roofline.model_shape import ModelShape, load_shape
 
-CASES_FILE = Path(__file__).with_name("cases.yaml")
+# The cases and the model folders they name are files of the repository, not package data:
+# `hyperloom sim-calibrate` and benchmarks/sim_fidelity.py run from a checkout.
 REPO = Path(__file__).resolve().parents[2]
+CASES_FILE = REPO / "benchmarks" / "calibration" / "cases.yaml"
 UNIT_SECONDS = {"s": 1.0, "ms": 1e-3}
 
 
@@ -86,6 +89,11 @@ class Case(Frozen):
     def sim_model_dir(self) -> Path | None:
         return REPO / self.sim_model if self.sim_model else None
 
+    def sim_shape(self) -> ModelShape:
+        """The folder's architecture with the checkpoint's weight dtype (the folders hold 16-bit configs)."""
+        assert self.sim_model_dir is not None
+        return load_shape(self.sim_model_dir).model_copy(update={"dtype": self.weight_dtype})
+
 
 class Excluded(Frozen):
     address: str
@@ -112,6 +120,14 @@ class CalibrationSet(Frozen):
 
     def source_of(self, case: Case) -> Source:
         return self.sources[case.source]
+
+    def sim_engine_args(self, case: Case) -> list[str]:
+        """The sim's engine args for the case: its source's, and the case's KV dtype."""
+        return [*self.source_of(case).sim_engine_args, "--kv-cache-dtype", case.kv_cache_dtype]
+
+    def predictable(self, gpu: str | None = None) -> list[Case]:
+        """Cases with a model folder here, on `gpu` when given."""
+        return [c for c in self.cases if c.sim_model and (gpu is None or c.gpu.lower() == gpu.lower())]
 
 
 def load_cases(path: Path = CASES_FILE) -> CalibrationSet:

@@ -1,0 +1,85 @@
+"""`hyperloom sim-calibrate`: fit the sim's efficiency parameters for one GPU to the calibration cases.
+
+Reads the published fixed-batch latencies of benchmarks/calibration/cases.yaml (or
+`--cases FILE`) measured on `--gpu`, fits the parameters those cases can identify
+(sim/calibrate.py), and writes a calibration profile (sim/calibration.py) with each
+case's error and its leave-one-out error. The sim reads it with `--calibration FILE`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import sys
+from pathlib import Path
+
+from hyperloom_assets.sim.cases import CASES_FILE, REPO
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hyperloom sim-calibrate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", type=Path, default=CASES_FILE, help="the calibration cases (default: the repository's)")
+    p.add_argument("--gpu", required=True, help="fit the cases measured on this GPU (e.g. MI300X)")
+    p.add_argument("--out", type=Path, required=True, help="the profile to write (YAML)")
+    p.add_argument("--engine", default="vllm", help="the engine the cases ran, recorded in the profile (default vllm)")
+    p.add_argument("--fit", default=None, metavar="P1,P2",
+                   help="the parameters to fit (default: those the cases identify, at most --max-parameters)")
+    p.add_argument("--max-parameters", type=int, default=4, help="at most this many fitted by default (default 4)")
+    p.add_argument("--no-leave-one-out", action="store_true", help="skip the leave-one-out refits")
+    return p
+
+
+def _display(path: Path) -> str:
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    from hyperloom_assets.core.roofline.gpus import gpu_spec
+    from hyperloom_assets.sim.calibrate import BOUNDS, case_fits, fit, fit_case, identifiable
+    from hyperloom_assets.sim.calibration import CalibrationProfile, FitReport, write_profile
+    from hyperloom_assets.sim.cases import load_cases
+    from hyperloom_assets.sim.perf_model import SimCalibration
+    from hyperloom_assets.sim.predict import fixed_batch_schedule
+
+    gpu = gpu_spec(args.gpu).name
+    calibration = load_cases(args.cases)
+    chosen = calibration.predictable(gpu)
+    if not chosen:
+        print(f"ERROR: no case of {args.cases} on {gpu} has a model folder here", file=sys.stderr)
+        return 1
+    cases = []
+    for case in chosen:
+        model, steps = fixed_batch_schedule(case.sim_shape(), case.gpu, calibration.sim_engine_args(case), case.batch,
+                                            case.input_len, case.output_len, tp=case.tp)
+        cases.append(fit_case(case.id, case.seconds, model, steps))
+    start = SimCalibration()
+    names = args.fit.split(",") if args.fit else identifiable(cases, start, min(args.max_parameters, len(cases) - 1))
+    unknown = sorted(set(names) - set(BOUNDS))
+    if unknown:
+        print(f"ERROR: --fit: unknown parameters {', '.join(unknown)}; known: {', '.join(BOUNDS)}", file=sys.stderr)
+        return 2
+    fitted = fit(cases, names, start)
+    rows = case_fits(cases, names, fitted, leave_one_out=not args.no_leave_one_out)
+    report = FitReport(cases_file=_display(args.cases), cases_sha256=hashlib.sha256(args.cases.read_bytes()).hexdigest(),
+                       method="least squares on log(predicted / measured), bounded (scipy trf)",
+                       fitted=list(names), held=[n for n in BOUNDS if n not in names], cases=rows)
+    write_profile(CalibrationProfile(gpu=gpu, engine=args.engine, parameters=fitted, fit=report), args.out)
+    print_fit(report, fitted)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def print_fit(report, parameters) -> None:  # noqa: ANN001
+    for name in report.fitted:
+        print(f"fitted {name} = {getattr(parameters, name):.6g}")
+    print(f"held at their defaults: {', '.join(report.held)}")
+    print(f"{'case':<40} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'LOO ratio':>9}")
+    for row in report.cases:
+        loo = f"{row.loo_ratio:>9.3f}" if row.loo_ratio is not None else f"{'-':>9}"
+        print(f"{row.id:<40} {row.measured_s:>10.3f} {row.predicted_s:>11.3f} {row.ratio:>6.3f} {loo}")
+    ratios = [row.ratio for row in report.cases]
+    print(f"ratio over {len(ratios)} cases: median {statistics.median(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f}")
