@@ -97,7 +97,8 @@ def search_quality(r: dict) -> Table:
 
 
 def recipe_memory(r: dict) -> Table:
-    keys = ["second", "cold_median", "warm_median", "cold_reached", "warm_reached", "warm_fewer_in", "seeds"]
+    keys = ["second", "cold_median", "warm_median", "cold_reached", "warm_reached", "warm_fewer_in", "warm_more_in",
+            "cold_first_trial_in", "seeds"]
     return pick(r["rows"], keys)
 
 
