@@ -12,7 +12,7 @@ from typing import Any
 Table = tuple[list[str], list[list[Any]]]
 
 # Fields in which a benchmark states its own verdict or target; rendered as they stand.
-VERDICT_KEYS = ("verdict", "target_met", "targets_met", "within_budget", "corrupting_detected")
+VERDICT_KEYS = ("verdict", "target_met", "targets_met", "within_budget", "corrupting_detected", "memory_pays")
 TARGET_KEYS = ("share_target", "launch_ratio_target", "budget_s", "budget_min", "targets_pct", "min_agreement")
 
 
