@@ -34,7 +34,7 @@ def build_candidates_asset(partitions: dg.PartitionsDefinition):
         variants = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=[], tried=set())
         settings = settings_for(target)
         klass = target_class(target, baseline, roofline)
-        recipes = class_recipes(store, klass)
+        recipes = class_recipes(store, klass, target, context.log)
         if settings.asks_a_model:
             inputs = RoundInputs.for_asset(context, target, hosts.for_target(target), llm, store, baseline,
                                            roofline, settings, profile.evidence(), recipes)

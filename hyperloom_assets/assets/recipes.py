@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord
-from hyperloom_assets.core.planning.recipes import NOT_CARRIED, Recipe, RecipeClass, class_of, recipe_of, stack_recipe
+from hyperloom_assets.core.engines.registry import engine_for, harness_flags_for, speaking
+from hyperloom_assets.core.planning.recipes import (
+    NOT_CARRIED,
+    Recipe,
+    RecipeClass,
+    class_of,
+    guard_refusal,
+    recipe_of,
+    stack_recipe,
+)
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, StackResult, TrialsResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.store.recipes import RecipeBook
@@ -19,8 +28,18 @@ def target_class(target: Target, baseline: BaselineResult, roofline: RooflineRes
     return class_of(target, load_shape(target.model), roofline.hardware, baseline.framework_version)
 
 
-def class_recipes(store, klass: RecipeClass) -> list[Recipe]:
-    return RecipeBook(store).offered(klass.key)
+def class_recipes(store, klass: RecipeClass, target: Target, log=None) -> list[Recipe]:
+    """The class's recipes that pass the proposer's guard for this target (a refusal is logged)."""
+    spec = engine_for(target.engine)
+    harness, prefixes = harness_flags_for(spec.name), speaking(spec.name, target.server_args).env_prefixes
+    passed = []
+    for recipe in RecipeBook(store).offered(klass.key):
+        refusal = guard_refusal(recipe, spec, harness, prefixes)
+        if refusal is None:
+            passed.append(recipe)
+        elif log is not None:
+            log.warning("recipe %s of run %s refused by the guard: %s", recipe.name, recipe.run_id, refusal)
+    return passed
 
 
 def mark_if_missed(store, record: TrialRecord, target: str, run_id: str) -> None:

@@ -67,7 +67,7 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
         settings = settings_for(target)
         klass = target_class(target, baseline, roofline)
         rounds = RoundInputs.for_asset(context, target, host, llm, store, baseline, roofline, settings,
-                                       profile.evidence(), class_recipes(store, klass)) if settings.asks_a_model else None
+                                       profile.evidence(), class_recipes(store, klass, target)) if settings.asks_a_model else None
         critic = PatchCritic(context, store, Critic(settings, speaking(target.engine, target.server_args), llm),
                              target, baseline, roofline, profile.evidence())
         with recorded_stops(context, store, "trials"):
@@ -169,7 +169,7 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
             return first_plan
         rules = plan_for_target(target, baseline, roofline.roofline, roofline.achieved, keepers=keepers, tried=tried,
                                 tried_patches=frozenset(tried_patches), history=history)
-        recipes = offered_recipes(class_recipes(store, klass), keepers, tried,
+        recipes = offered_recipes(class_recipes(store, klass, target), keepers, tried,
                                   has_tree=target.framework_tree is not None) if klass else []
         if rounds is None or asked[0] >= rounds.settings.max_rounds:
             return recipes + rules

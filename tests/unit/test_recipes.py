@@ -10,10 +10,12 @@ from hyperloom_assets.core.config.targets import Target, Workload
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.decisions.rule import Decision, Outcome
 from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.engines.registry import harness_flags_for
 from hyperloom_assets.core.patches.library import library_patch
 from hyperloom_assets.core.planning.recipes import (
     RecipeClass,
     class_of,
+    guard_refusal,
     offered_recipes,
     recipe_of,
     recipe_variant,
@@ -113,3 +115,18 @@ def test_with_the_first_targets_recipes_the_second_reaches_its_best_in_fewer_lau
     assert warm_climb.climb.trials[0].variant.provenance == "recipe"
     assert warm is not None and (cold is None or warm < cold), (warm, cold)
 
+
+
+def test_a_recipe_meets_the_proposers_guard_like_a_model_proposal() -> None:
+    vllm = engine_for("vllm")
+    harness = harness_flags_for("vllm")
+    plain = recipe_of(KLASS, variant("cap", ["--max-num-seqs", "32"]), 40.0, (20.0, 60.0), "a", "run-a")
+    assert guard_refusal(plain, vllm, harness, vllm.env_prefixes) is None
+    moved = recipe_of(KLASS, variant("port", ["--port", "9"]), 40.0, (20.0, 60.0), "a", "run-a")
+    assert guard_refusal(moved, vllm, harness, vllm.env_prefixes).startswith("flag_identity:")
+    preload = recipe_of(KLASS, variant("preload", []).model_copy(update={"set_env": {"LD_PRELOAD": "x.so"}}), 5.0,
+                        (1.0, 9.0), "a", "run-a")
+    assert guard_refusal(preload, vllm, harness, vllm.env_prefixes).startswith("env_denied:")
+    dropped = recipe_of(KLASS, variant("eager off", []).model_copy(update={"remove_args": ["--enforce-eager"]}), 5.0,
+                        (1.0, 9.0), "a", "run-a")
+    assert guard_refusal(dropped, vllm, harness, vllm.env_prefixes) is None, "a removal changes something"

@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 
 from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.hashing import sha256_text
 from hyperloom_assets.core.models import Frozen, Strict
 from hyperloom_assets.core.patches.patch import SourcePatch
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import RecipeOrigin, Variant, merge_changes
+from hyperloom_assets.core.proposer.guard import GuardInputs, guard
+from hyperloom_assets.core.proposer.replies import EnvSetting, ProposedChange
 from hyperloom_assets.core.roofline.model_shape import ModelShape
 from hyperloom_assets.core.roofline.roofline import Hardware
 
@@ -136,6 +139,21 @@ def offered_recipes(recipes: list[Recipe], keepers: list[Variant], tried: set[st
         if trial_fingerprint(keepers, variant) not in tried:
             variants.append(variant)
     return variants
+
+
+def guard_refusal(recipe: Recipe, spec: EngineSpec, harness: frozenset[str], env_prefixes: tuple[str, ...]) -> str | None:
+    """The proposer's guard over a recipe, as over a model's proposal: its first refusal, or None.
+
+    The checks that need the serving host (the engine's parser, `git apply --check`) are the
+    trial's: a recipe is launched only as a trial, and its patches meet the critic and git there.
+    """
+    change = ProposedChange(name=recipe.name, server_args=recipe.add_args,
+                            env=[EnvSetting(name=k, value=v) for k, v in recipe.set_env.items()],
+                            patch="".join(p.text for p in recipe.patches) or None, rationale="")
+    prefix = f"{spec.source_import_root}/{spec.package}".removeprefix("./")
+    verdict = guard(change, spec, harness, GuardInputs(package_prefix=prefix, env_prefixes=env_prefixes))
+    refusals = [r for r in verdict.refusals if not (r.rule == "empty_proposal" and recipe.remove_args)]
+    return f"{refusals[0].rule}: {refusals[0].detail}" if refusals else None
 
 
 def evidence_rows(recipes: list[Recipe]) -> list[dict]:
