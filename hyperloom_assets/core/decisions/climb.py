@@ -21,7 +21,6 @@ is evicted as KEEP_UNSTABLE, and the fresh launch joins the evidence like any ot
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
@@ -30,89 +29,26 @@ from hyperloom_assets.core.decisions.rule import (
     Decision,
     Outcome,
     accuracy_gated,
+    critic_rejected,
     decide_stack,
     decide_trial,
     failed,
     is_overtime,
     killed_overtime,
-    critic_rejected,
     max_looks,
     rejected,
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval, repeats_of
-from hyperloom_assets.core.measurement.telemetry import Telemetry
+from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.decisions.trial_record import Look, TrialMeasurement, TrialRecord
 from hyperloom_assets.core.proposer.critic_rules import Review
 
 BASELINE = "baseline"  # the evidence key of the operator's config
 OVERTIME = "overtime"  # the error class of a launch the measure stopped at the overtime limit
-
-
-class TrialMeasurement(Strict):
-    """One launch of a trial's config: per-repeat throughputs, or the failure.
-
-    error_class OVERTIME: the measure stopped the launch at `rule.overtime_limit_s` and
-    tore its server down; `measuring_s` says when.
-    """
-
-    throughputs: list[float] = []
-    measuring_s: float = 0.0
-    measurement_id: int | None = None
-    error_class: str | None = None
-    error: str | None = None
-    argv: list[str] = []
-    env: dict[str, str] = {}
-    telemetry: Telemetry | None = None  # the engine's /metrics over the measured rounds
-
-
-class Look(Strict):
-    """One launch of a trial, in the order the climb asked for it: the unit a resume replays."""
-
-    trial: str  # the trial's fingerprint
-    index: int  # 1, 2, ... within the trial
-    role: str  # "variant" (stack plus variant), "best" (the running best) or "rebench" (the new stack)
-    measurement: TrialMeasurement
-
-
-class TrialRecord(Strict):
-    index: int
-    name: str
-    fingerprint: str  # of the whole launched change, relative to the operator's base
-    variant: Variant
-    against: str  # "baseline" or "stack of N keepers"
-    decision: Decision
-    measurements: int  # launches of the variant
-    launches: Launches  # the variant's per-repeat throughputs, launch by launch
-    best_launches: Launches = []  # the running best, re-launched beside the variant
-    rebenches: int = 0  # fresh launches of the new stack after a KEEP, failed ones included
-    rebench_launches: Launches = []
-    measurement_ids: list[int] = []
-    best_measurement_ids: list[int] = []
-    rebench_measurement_ids: list[int] = []
-    error_class: str | None = None
-    argv: list[str] = []
-    env: dict[str, str] = {}
-    replayed: bool = False  # taken from the ledger, not measured in this execution
-    telemetry: Telemetry | None = None  # the variant's last launch, as the engine reported it
-    review: Review | None = None  # the critic's word on a planned patch, taken before it touched the tree
-
-    @property
-    def outcome(self) -> str:
-        return self.decision.outcome.value
-
-    @property
-    def mean(self) -> float | None:
-        repeats = repeats_of(self.launches)
-        return statistics.fmean(repeats) if repeats else None
-
-    @property
-    def launch_count(self) -> int:
-        """Servers this trial started: the variant's, the best's beside it, the stack's rebench."""
-        return self.measurements + len(self.best_launches) + self.rebenches
 
 
 class Budget(Strict):
