@@ -32,12 +32,14 @@ def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: floa
 
 
 # A sequence cap of 2 under 4 streams, CUDA graphs off: two decisive keepers (the cap, the
-# graphs). At time scale 2 a launch measures for several seconds, room to stop it mid-way.
+# graphs). At time scale 4 a launch measures for seconds, room to stop it mid-way.
+# No profile: on the sim it rides on the baseline's server, seconds more of every run's baseline
+# at this time scale; a run stopped while profiling asks for it (`write_targets(profile=True)`).
 SLOW_TARGET = {
     "engine": "sim", "model": str(SIM_MODEL),
-    "server_args": ["--gpu", "H100", "--time-scale", "2", "--max-num-seqs", "2", "--enforce-eager"],
+    "server_args": ["--gpu", "H100", "--time-scale", "4", "--max-num-seqs", "2", "--enforce-eager"],
     "workload": {"kind": "random", "isl": 256, "osl": 128, "concurrency": 4, "num_prompts": 16},
-    "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "sweep_concurrencies": [4]}
+    "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "sweep_concurrencies": [4], "profile": False}
 DEADLINE_S = 300
 
 

@@ -52,7 +52,7 @@ def signalled_mid_run(signum: int, home, targets, log, wait) -> str:
 
 @pytest.mark.stop_reason("cancelled", case="sigint")
 def test_ctrl_c_while_profiling_tears_the_baseline_server_down_and_records_cancelled(tmp_path, home) -> None:
-    targets = write_targets(tmp_path / "targets")
+    targets = write_targets(tmp_path / "targets", profile=True)
     text = signalled_mid_run(signal.SIGINT, home, targets, tmp_path / "run.log", wait_profiling)
     assert "stop reason: cancelled: terminated during baseline" in text
     assert [row["stop_reason"] for row in store_of(home).stops("sim")] == ["cancelled"]
@@ -89,8 +89,8 @@ def test_sigterm_then_sigkill_mid_trial_each_next_run_resumes_and_ends_with_the_
     with the keepers an uninterrupted climb of the same target keeps."""
     reference_home = tmp_path / "reference_home"
     write_instance_config(reference_home)
-    # The same climb uninterrupted, on the same target: a faster --time-scale changes the
-    # share of wall-clock overhead in what the profile sees, and so the plan's combination.
+    # The same climb uninterrupted, on the same target at the same --time-scale: the planner
+    # reads the servers' telemetry, sampled in wall-clock time.
     # Up to its trials: their KEEPs are the stack's keepers (the validation measures them).
     # Named, not "*trials": framework_tree and server_config are external, never materialized.
     reference = materialize_climb(reference_home, write_targets(tmp_path / "reference_targets"),
