@@ -1,0 +1,57 @@
+"""Distribution-free upper confidence bounds on a latency percentile, from order statistics. Pure code.
+
+Of n independent draws, fewer than k fall below the q-quantile with probability
+P(Binomial(n, q) <= k - 1), and then the k-th smallest draw X_(k) is at or above it. So
+X_(k) bounds the quantile from above with that confidence, whatever the latency's
+distribution: the only assumption is that the requests are independent draws of one
+launch's latency. The bound is the smallest such order statistic, and there is none when
+even the largest draw is not enough: 1 - q^n < confidence, which for p99 at 95% means
+fewer than 299 requests (`min_samples`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scipy.stats import binom
+
+
+def _check(percentile: float, confidence: float) -> float:
+    if not 0 < percentile < 100:
+        raise ValueError(f"percentile must lie strictly between 0 and 100, got {percentile}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    return percentile / 100
+
+
+def upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """The smallest 1-based rank k whose order statistic bounds the percentile from above; None if none of n does."""
+    q = _check(percentile, confidence)
+    if n < 1:
+        return None
+    # binom.ppf is the smallest j with P(Bin(n, q) <= j) >= confidence; k - 1 = j.
+    rank = int(binom.ppf(confidence, n, q)) + 1
+    # ppf works in floating point: step to the exact smallest rank the CDF allows.
+    while rank > 1 and binom.cdf(rank - 2, n, q) >= confidence:
+        rank -= 1
+    while rank <= n and binom.cdf(rank - 1, n, q) < confidence:
+        rank += 1
+    return rank if rank <= n else None
+
+
+def percentile_upper_bound(values: Sequence[float], percentile: float, confidence: float = 0.95) -> float | None:
+    """An upper bound on the population percentile at `confidence`; None when too few values admit one."""
+    rank = upper_rank(len(values), percentile, confidence)
+    return None if rank is None else sorted(values)[rank - 1]
+
+
+def min_samples(percentile: float, confidence: float = 0.95) -> int:
+    """The fewest draws whose largest bounds the percentile: the least n with 1 - q^n >= confidence."""
+    q = _check(percentile, confidence)
+    n = math.ceil(math.log1p(-confidence) / math.log(q))
+    while n > 1 and 1 - q ** (n - 1) >= confidence:  # guard the float log against an off-by-one
+        n -= 1
+    while 1 - q ** n < confidence:
+        n += 1
+    return n
