@@ -61,3 +61,10 @@ def test_an_out_of_range_argument_is_refused_by_name(percentile, confidence, fie
 
 def test_no_values_have_no_bound() -> None:
     assert percentile_upper_bound([], 50) is None
+
+
+@pytest.mark.parametrize(("percentile", "confidence"), [(50, 0.75), (50, 0.95), (90, 0.9), (99, 0.95)])
+def test_min_samples_is_the_least_count_that_has_a_bound(percentile, confidence) -> None:
+    """p50 at 75% is the exact edge: two draws reach 1 - 0.5^2 = 0.75 and so suffice."""
+    n = min_samples(percentile, confidence)
+    assert upper_rank(n, percentile, confidence) is not None and upper_rank(n - 1, percentile, confidence) is None

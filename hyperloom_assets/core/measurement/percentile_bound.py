@@ -11,9 +11,9 @@ fewer than 299 requests (`min_samples`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+import numpy as np
 from scipy.stats import binom
 
 
@@ -28,15 +28,8 @@ def _check(percentile: float, confidence: float) -> float:
 def upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
     """The smallest 1-based rank k whose order statistic bounds the percentile from above; None if none of n does."""
     q = _check(percentile, confidence)
-    if n < 1:
-        return None
-    # binom.ppf is the smallest j with P(Bin(n, q) <= j) >= confidence; k - 1 = j.
-    rank = int(binom.ppf(confidence, n, q)) + 1
-    # ppf works in floating point: step to the exact smallest rank the CDF allows.
-    while rank > 1 and binom.cdf(rank - 2, n, q) >= confidence:
-        rank -= 1
-    while rank <= n and binom.cdf(rank - 1, n, q) < confidence:
-        rank += 1
+    below = binom.cdf(np.arange(n), n, q)  # below[k - 1] = P(Bin(n, q) <= k - 1), non-decreasing in k
+    rank = int(np.searchsorted(below, confidence)) + 1
     return rank if rank <= n else None
 
 
@@ -49,9 +42,7 @@ def percentile_upper_bound(values: Sequence[float], percentile: float, confidenc
 def min_samples(percentile: float, confidence: float = 0.95) -> int:
     """The fewest draws whose largest bounds the percentile: the least n with 1 - q^n >= confidence."""
     q = _check(percentile, confidence)
-    n = math.ceil(math.log1p(-confidence) / math.log(q))
-    while n > 1 and 1 - q ** (n - 1) >= confidence:  # guard the float log against an off-by-one
-        n -= 1
-    while 1 - q ** n < confidence:
+    n = 1
+    while 1 - q ** n < confidence:  # counted, not solved with a log, so no rounding can miss the least n
         n += 1
     return n
