@@ -47,6 +47,7 @@ from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.host_side import server_env
 from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.hosts.space_check import space_problems
 from hyperloom_assets.resources.measure import run_measurement
 from hyperloom_assets.resources.profiling import ServerProfile
 from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
@@ -77,6 +78,16 @@ def max_model_len(target: Target) -> int:
         if value is not None and value.isdigit():
             limit = min(limit, int(value))
     return limit
+
+
+def check_search_space(target: Target, host: Host, release: ReleaseRun | None, file: str) -> None:
+    """The target's search_space through the engine's parser that will serve it, before any launch."""
+    spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args,
+                      python=release.python if release else None)
+    refused = space_problems(target, host, str(host.python_executable(spec)), file)
+    if refused:
+        raise baseline_failure("baseline_failed", "bad target file: " + "; ".join(str(p) for p in refused),
+                               problems=[str(p) for p in refused])
 
 
 def workload_contract(target: Target) -> WorkloadContract:
@@ -324,6 +335,7 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition):
         with recorded_stops(context, store, "baseline"):
             contract = workload_contract(target)  # bad input fails before a release env or a server
             release = prepare_release(context.run.tags, context.partition_key, envs, store)
+            check_search_space(target, host, release, str(catalog.path() / f"{context.partition_key}.yaml"))
             result = measure_baseline(context, target, contract, host, bench, store, release)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)

@@ -38,6 +38,7 @@ from hyperloom_assets.core.proposer.prompts import PROPOSER_PROMPT, load_prompt,
 from hyperloom_assets.core.proposer.record import LlmCall, ProposalFate, ProposerRound
 from hyperloom_assets.core.proposer.replies import ProposedChange, ProposerReply
 from hyperloom_assets.core.proposer.settings import ProposerConfigError, ProposerSettings, resolve_settings
+from hyperloom_assets.resources.hosts.proposal_checks import checks_request
 from hyperloom_assets.resources.store.llm_calls import LlmCallLog
 
 # A source patch launches only from the target's framework_tree (the run's worktree of
@@ -91,15 +92,10 @@ class RoundInputs:
 
 def _probe_request(inputs: RoundInputs, argvs: list[list[str]], patches: list[str]) -> dict:
     spec = engine_for(inputs.target.engine)
-    parser = spec.cli_parser
-    probe = {"parser_class": parser.parser_class if parser else "argparse:ArgumentParser",
-             "builder": parser.builder if parser else "", "package": spec.package,
-             "builder_args": [speaking(spec.name, inputs.target.server_args).name] if spec.flavor_of else [],
-             "prefix": [spec.model_flag, "m"], "argvs": argvs,
-             "source_files": list(spec.source_context), "max_source_bytes": inputs.settings.source_bytes}
     tree = str(inputs.target.framework_tree) if inputs.target.framework_tree else None
-    return {"python": str(inputs.host.python_executable(inputs.baseline.spec)), "probe": probe,
-            "patches": patches, "tree": tree}
+    return checks_request(spec, inputs.target.server_args, str(inputs.host.python_executable(inputs.baseline.spec)),
+                          argvs, patches=patches, tree=tree, source_files=list(spec.source_context),
+                          max_source_bytes=inputs.settings.source_bytes)
 
 
 def _ask(inputs: RoundInputs, round_no: int, payload: dict):

@@ -29,7 +29,10 @@ def target_class(target: Target, baseline: BaselineResult, roofline: RooflineRes
 
 
 def class_recipes(store, klass: RecipeClass, target: Target, log=None) -> list[Recipe]:
-    """The class's recipes that pass the proposer's guard for this target (a refusal is logged)."""
+    """The class's recipes that pass the proposer's guard for this target (a refusal is logged);
+    none for a target that searches its own space only."""
+    if target.searches_only_its_space():
+        return []
     spec = engine_for(target.engine)
     harness, prefixes = harness_flags_for(spec.name), speaking(spec.name, target.server_args).env_prefixes
     passed = []

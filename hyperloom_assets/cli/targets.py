@@ -1,7 +1,9 @@
 """`hyperloom targets check [DIR] [--json]`: one line per problem, non-zero when any file is bad.
 
 With `--json`, stdout is one JSON document instead: the folder, `ok`, the good targets'
-names and every problem as {file, field, expected}.
+names and every problem as {file, field, expected}. A target with a `search_space` also has
+its flags and values put to the engine's own parser on the target's host
+(resources/hosts/space_check.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ import json
 from pathlib import Path
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
-from hyperloom_assets.core.config.targets import load_targets, targets_dir
+from hyperloom_assets.core.config.targets import Target, TargetProblem, load_targets, targets_dir
+from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.hosts.fleet import HostFleet
+from hyperloom_assets.resources.hosts.local import LocalHost
+from hyperloom_assets.resources.hosts.space_check import space_problems
+from hyperloom_assets.resources.store.results import ResultStore
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,11 +33,34 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def parser_problems(folder: Path, good: dict[str, Target]) -> list[TargetProblem]:
+    """The search_space of each good target that has one, through the engine's parser on its host."""
+    fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=TargetCatalog(folder=str(folder)),
+                      store=ResultStore())
+    problems = []
+    for name, target in sorted(good.items()):
+        if target.search_space is None or not target.search_space.args:
+            continue
+        file = str(folder / f"{name}.yaml")
+        try:
+            host = fleet.host(target.host)
+            spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args)
+            python = str(host.python_executable(spec))
+            problems += space_problems(target, host, python, file)
+        except (ServerError, ValueError, RuntimeError, OSError) as error:
+            problems.append(TargetProblem(file=file, field="search_space.args", expected=(
+                f"flags the {target.engine} parser on host {target.host!r} takes; it could not be asked: {error}")))
+    return problems
+
+
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     folder = args.dir.resolve() if args.dir else targets_dir()
     hosts, host_problems = load_host_names(hosts_file(folder))
     good, problems = load_targets(folder, hosts=hosts)
+    refused = parser_problems(folder, good)
+    problems += refused
+    good = {name: t for name, t in good.items() if str(folder / f"{name}.yaml") not in {p.file for p in refused}}
     everything = host_problems + problems
     if args.json:
         print(json.dumps({"folder": str(folder), "ok": not everything, "targets": sorted(good),

@@ -14,11 +14,26 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from hyperloom_assets.core.engines import speaking
+from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.resources.hosts import parser_probe
 
 PROBE_SOURCE = Path(parser_probe.__file__).read_text()
 PROBE_TIMEOUT_S = 180.0  # importing a real engine's arg module (vLLM pulls torch) on a busy host
 GIT_TIMEOUT_S = 30.0
+
+
+def checks_request(spec: EngineSpec, server_args: list[str], python: str, argvs: list[list[str]], *,
+                   patches: list[str] = (), tree: str | None = None, source_files: list[str] = (),
+                   max_source_bytes: int = 0) -> dict:
+    """The request `proposal_checks` takes: the engine's parser (a stand-in's for its flavor) over `argvs`."""
+    parser = spec.cli_parser
+    probe = {"parser_class": parser.parser_class if parser else "argparse:ArgumentParser",
+             "builder": parser.builder if parser else "", "package": spec.package,
+             "builder_args": [speaking(spec.name, server_args).name] if spec.flavor_of else [],
+             "prefix": [spec.model_flag, "m"], "argvs": argvs,
+             "source_files": list(source_files), "max_source_bytes": max_source_bytes}
+    return {"python": python, "probe": probe, "patches": list(patches), "tree": tree}
 
 
 def git_apply_check(tree: Path, patch: str) -> str | None:

@@ -119,6 +119,17 @@ def test_operator_patches_lead_the_plan_then_the_librarys_offered_ones_by_score(
     assert patch_candidates(_sim_target(tmp_path).model_copy(update={"framework_tree": None}), None, [], set()) == []
 
 
+def test_a_target_searching_its_space_only_gets_its_own_patches_but_no_librarys(tmp_path) -> None:
+    operator = tmp_path / "mine.patch"
+    operator.write_text(DIFF.replace("vllm/config.py", "hyperloom_assets/sim/perf_model.py"))
+    space = {"args": {"--max-num-seqs": [8]}, "only": True}
+    target = _sim_target(tmp_path, patches=[str(operator)], search_space=space)
+    assert [v.name for v in patch_candidates(target, "hyperloom-assets 0.1.0", [], set())] == ["patch mine"]
+    wider = _sim_target(tmp_path, patches=[str(operator)], search_space={**space, "only": False})
+    assert [v.name for v in patch_candidates(wider, "hyperloom-assets 0.1.0", [], set())] == [
+        "patch mine", "patch fused-decode-kernel"]
+
+
 def test_the_demo_target_tries_the_library_cpu_patch_within_its_trials(tmp_path) -> None:
     """`make demo` promises a library patch among its candidates (issue 13): it must fit in max_trials.
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from benchmarks.recipe_memory import launches_to_goal, pairs, recipes_from
 from benchmarks.support.offline_climb import run_offline_climb, true_throughput
-from hyperloom_assets.assets.recipes import mark_if_missed
+from hyperloom_assets.assets.recipes import class_recipes, mark_if_missed
+from hyperloom_assets.core.config.search_space import SearchSpace
 from hyperloom_assets.core.config.targets import Target, Workload
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.decisions.rule import Decision, Outcome
@@ -101,6 +102,14 @@ def test_the_book_files_once_offers_best_first_and_a_miss_hides_a_recipe_from_it
     mark_if_missed(store, record(tried, Outcome.REVERT), "b", "run-b")
     assert [r.name for r in book.offered(KLASS.key)] == ["budget"], "a REVERT here: not offered to this class again"
     assert [(m["target"], m["outcome"]) for m in book.misses(KLASS.key)] == [("b", "REVERT")]
+
+
+def test_a_target_searching_its_space_only_is_offered_no_recipe(store) -> None:
+    RecipeBook(store).file([recipe_of(KLASS, variant("cap", ["--max-num-seqs", "32"]), 40.0, (20.0, 60.0), "a", "run-a")])
+    t = target(256, 16)
+    assert [r.name for r in class_recipes(store, KLASS, t)] == ["cap"]
+    spaced = t.model_copy(update={"search_space": SearchSpace(args={"--max-num-seqs": [8]}, only=True)})
+    assert class_recipes(store, KLASS, spaced) == []
 
 
 def test_with_the_first_targets_recipes_the_second_reaches_its_best_in_fewer_launches() -> None:

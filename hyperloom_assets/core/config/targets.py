@@ -15,8 +15,11 @@ import yaml
 from pydantic import Field, PositiveInt, ValidationError, field_validator
 
 from hyperloom_assets.core.engines import engine_for, engine_names
+from hyperloom_assets.core.engines.registry import harness_flags_for
+from hyperloom_assets.core.config.search_space import SearchSpace
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.patch import PatchError, read_patch_file
+from hyperloom_assets.core.planning.variants import setting_key
 from hyperloom_assets.core.proposer.settings import ProposerField
 
 DEFAULT_TARGETS_DIR = Path("targets")
@@ -94,6 +97,11 @@ class Target(Strict):
     accuracy: AgreementCheck | LmEvalCheck | None = Field(default=None, discriminator="kind")  # None: AgreementCheck()
     # False: no profile, and so no profile launch; the plan is made without where-the-time-goes evidence.
     profile: bool = True
+    search_space: SearchSpace | None = None  # the operator's own knobs, searched with (or instead of) the seed grid
+
+    def searches_only_its_space(self) -> bool:
+        """`search_space.only`: the space's knobs and the target's own patches, no grid, ablation, recipe or library patch."""
+        return self.search_space is not None and self.search_space.only
 
     def accuracy_check(self) -> AgreementCheck | LmEvalCheck:
         return self.accuracy or AgreementCheck()
@@ -176,6 +184,16 @@ def _problems_from_validation(file: str, error: ValidationError) -> list[TargetP
     return problems
 
 
+def _harness_in_space(target: Target, file: str) -> list[TargetProblem]:
+    """A search_space flag the harness sets itself (the port, the model) is not the operator's to search."""
+    if target.search_space is None:
+        return []
+    harness = {setting_key(flag) for flag in harness_flags_for(target.engine)}
+    return [TargetProblem(file=file, field=f"search_space.args.{flag}",
+                          expected=f"an engine flag to search, not one the harness sets ({', '.join(sorted(harness))})")
+            for flag in target.search_space.args if setting_key(flag) in harness]
+
+
 def _resolve(path: Path, root: Path) -> Path:
     return path if path.is_absolute() else (root / path).resolve()
 
@@ -231,6 +249,7 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     except ValidationError as exc:
         return None, _problems_from_validation(file, exc)
     problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
+    problems += _harness_in_space(target, file)
     unknown_host = hosts.problem(file, target.host) if hosts is not None else None
     if unknown_host is not None:
         problems.append(unknown_host)

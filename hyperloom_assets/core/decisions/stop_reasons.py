@@ -68,6 +68,8 @@ MEANINGS: dict[StopReason, Meaning] = {
                          r"bad trace: |tokens of context, more than"),
         "framework_tree": Case("a framework_tree that cannot be opened or whose engine does not import from it",
                                r"framework_tree |not from the tree"),
+        "search_space": Case("a search_space flag or value the engine's own parser refuses, before any launch",
+                             r"search_space\.args"),
     }),
     StopReason.BASELINE_ARG_ERROR: Meaning({"argv": Case(
         "the engine rejected the baseline's argv (unrecognized arguments, invalid choice); stops at once",

@@ -42,7 +42,8 @@ def operator_patches(target: Target) -> list[SourcePatch]:
 
 def patch_candidates(target: Target, identity: str | None, keepers: list[Variant], tried: set[str],
                      tried_patches: frozenset[str] = frozenset()) -> list[Variant]:
-    """Operator patches (first: the operator asked for them), then the library's, none kept or tried.
+    """Operator patches (first: the operator asked for them), then the library's (not for a target
+    that searches its own space only), none kept or tried.
 
     A patch is tried once per run (`tried_patches`, by sha256), whatever its outcome: one
     that failed the gate or did not apply is not offered again on top of a later keeper.
@@ -50,7 +51,8 @@ def patch_candidates(target: Target, identity: str | None, keepers: list[Variant
     if target.framework_tree is None:
         return []
     kept = {patch.sha256 for keeper in keepers for patch in keeper.patches} | set(tried_patches)
-    library = [p for p in offered_patches(engine_for(target.engine), identity) if p.offered]
+    offered = [] if target.searches_only_its_space() else offered_patches(engine_for(target.engine), identity)
+    library = [p for p in offered if p.offered]
     variants = [patch_variant(p, float("inf")) for p in operator_patches(target)]
     variants += [patch_variant(p, LIBRARY_PATCH_SCORE * RISKY_FACTOR) for p in library]
     return [v for v in variants if v.patches[0].sha256 not in kept and trial_fingerprint(keepers, v) not in tried]

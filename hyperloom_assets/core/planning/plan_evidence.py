@@ -14,7 +14,10 @@ from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.planning.planner import PlanEvidence, Tried, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines import speaking
+from hyperloom_assets.core.engines.registry import grid_engine
 from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
+from hyperloom_assets.core.planning.search_space import with_search_space
+from hyperloom_assets.core.planning.seed_grids import SeedGrid, load_grids
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.results import BaselineResult
 from hyperloom_assets.core.roofline.model_shape import ModelShape, load_shape
@@ -55,6 +58,14 @@ def model_class(shape: ModelShape) -> dict[str, bool]:
     return dict(moe=shape.experts > 0, fp8_model=shape.dtype in FP8_DTYPES, has_mtp=shape.mtp_layers > 0)
 
 
+def grids_for(target: Target, flavor: str | None) -> dict[str, SeedGrid]:
+    """The packaged grids, the one that plans for this target with its search_space laid over it."""
+    grids = dict(load_grids())
+    engine = grid_engine(target.engine, flavor)
+    grids[engine] = with_search_space(grids[engine], target.search_space)
+    return grids
+
+
 def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
                     keepers: list[Variant], tried: set[str], history: Sequence[TrialRecord] = (),
                     tried_patches: frozenset[str] = frozenset()) -> list[Variant]:
@@ -63,8 +74,9 @@ def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline
     flavor = speaking(target.engine, target.server_args).name
     past = [Tried(t.variant, t.outcome, t.decision.gain_pct) for t in history]
     patches = patch_candidates(target, baseline.launch.engine_version, keepers, tried, tried_patches)
+    grids = grids_for(target, flavor)
     if not keepers:
         return with_patches(plan(target.engine, flavor, target.server_args, target.env, target.workload, evidence,
-                                 tried, history=past), patches)
+                                 tried, grids=grids, history=past), patches)
     return with_patches(replan(target.engine, flavor, target.server_args, target.env, keepers, target.workload,
-                               evidence, tried, history=past), patches)
+                               evidence, tried, grids=grids, history=past), patches)

@@ -44,6 +44,7 @@ from hyperloom_assets.core.planning.variants import (
 RULES = shipped_rules().rules  # rule id -> score and text (planning/rules.yaml)
 RISKY_FACTOR = 0.5
 SHARED_PREFIX_MIN = 0.1  # prefix share from which `when: {shared_prefix: true}` holds
+PLANNED = ("seed_grid", "search_space")  # on equal scores these go before ablations
 INERT_GAIN_PCT = 3.0  # a reverted trial within this of the best moved nothing
 
 
@@ -115,7 +116,8 @@ def _seed(entry: GridEntry, base: Base, name: str, add_args: list[str] | None = 
           set_env: dict[str, str] | None = None) -> Variant:
     # Risk is the engine's call, value by value (ATOM's --level 3 is its default, 2 is not).
     risky = accuracy_risk(engine_for(base.grid.engine), add_args or [], set_env or {}) is not None
-    return Variant(name=name, add_args=add_args or [], set_env=set_env or {}, provenance="seed_grid",
+    provenance = "search_space" if entry.from_search_space else "seed_grid"
+    return Variant(name=name, add_args=add_args or [], set_env=set_env or {}, provenance=provenance,
                    reason=entry.doc or entry.name, accuracy_risky=risky)
 
 
@@ -353,10 +355,12 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     base = base_for(grid, base_args, base_env, workload, evidence)
     inert = inert_knobs(history, base.diagnosis.bottleneck)
     protected = harness | set().union(*(_touched_keys(k) for k in keepers)) | {v for k in keepers for v in [*k.set_env, *k.unset_env]}
-    proposals = seed_proposals(base) + ablation_proposals(base, operator_args, operator_env, protected)
+    proposals = seed_proposals(base)
+    if grid.ablate:
+        proposals += ablation_proposals(base, operator_args, operator_env, protected)
     pairs = [(p.family, scored(p, base)) for p in proposals
              if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)]
-    pairs.sort(key=lambda pair: (-pair[1].expected_value, pair[1].provenance != "seed_grid", _natural(pair[1].name)))
+    pairs.sort(key=lambda pair: (-pair[1].expected_value, pair[1].provenance not in PLANNED, _natural(pair[1].name)))
     candidates = [variant for _, variant in pairs]
     joint = _joint(pairs, base, history, frozenset(protected))
     result, seen = [], set(tried_fingerprints)

@@ -27,6 +27,7 @@ ScoringFamily = Literal[
     "sequence_cap", "token_budget", "cuda_graphs", "prefix_cache", "fp8_kv", "kv_capacity",
     "block_size", "cpu_threads", "schedule_policy", "cuda_graph_bs", "stream_interval",
     "compilation_level", "parallelism", "speculative", "chunked_prefill",
+    "search_space",  # a knob of a target's search_space that no grid knob matches (planning/search_space.py)
 ]
 
 
@@ -83,6 +84,7 @@ class GridEntry(Strict):
     set_env: dict[str, str] = {}
     when: When = When()
     accuracy_risky: bool | None = None  # derived from the engine's table; a grid may only agree with it
+    from_search_space: bool = False  # set for a target's search_space knob (planning/search_space.py)
 
     @model_validator(mode="after")
     def _one_shape(self) -> GridEntry:
@@ -117,6 +119,7 @@ class SeedGrid(Strict):
     defaults: HostDefaults = HostDefaults()
     keep_flags: list[str] = []  # inherited flags never ablated: they change what is served
     ablation_rules: dict[str, ScoringFamily] = {}  # inherited flag or env -> the family scoring its removal
+    ablate: bool = True  # False: the operator's own flags and env are not ablated (a search_space with only: true)
     entries: list[GridEntry]
 
     @model_validator(mode="after")

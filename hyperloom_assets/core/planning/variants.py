@@ -137,7 +137,7 @@ class Variant(Strict):
     remove_args: list[str] = []
     set_env: dict[str, str] = {}
     unset_env: list[str] = []
-    provenance: Literal["seed_grid", "ablation", "combined", "llm", "patch", "recipe"]
+    provenance: Literal["seed_grid", "search_space", "ablation", "combined", "llm", "patch", "recipe"]
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
@@ -149,14 +149,15 @@ class Variant(Strict):
 
     def trial_provenance(self) -> str:
         """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches), `library` (the
-        patch library's), `llm:<provider>/<model>` or `recipe:<run>` (a keeper of an earlier run of the class)."""
+        patch library's), `search_space` (the target's own knobs), `llm:<provider>/<model>` or `recipe:<run>` (a
+        keeper of an earlier run of the class)."""
         if self.llm is not None:
             return f"llm:{self.llm.provider}/{self.llm.model}"
         if self.recipe is not None:
             return f"recipe:{self.recipe.run_id}"
         if self.patches:
             return "library" if any(p.source == "library" for p in self.patches) else "operator"
-        return "rules"
+        return "search_space" if self.provenance == "search_space" else "rules"
 
     @model_validator(mode="after")
     def _consistent(self) -> Variant:
