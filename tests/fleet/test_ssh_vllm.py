@@ -104,6 +104,12 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
         # client's 0.5 s /metrics scrapes and for repeats that agree, so the first look decides.
         "workload": {"kind": "random", "isl": ISL, "osl": OSL, "concurrency": CONCURRENCY, "num_prompts": 64},
         "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "sweep_concurrencies": [CONCURRENCY],
+        # The one trial is the lifted cap alone, through the target's own search space (checked by
+        # vLLM's parser on the host before the baseline launches). The seed grid's first variant
+        # also drops --enforce-eager, and compiled vLLM starts in 33-55 s here instead of about 10,
+        # with first rounds spread enough (1370 and 586 tok/s in one run) that the trial needed
+        # a second look: two more launches.
+        "search_space": {"args": {"--max-num-seqs": [CONCURRENCY]}, "only": True},
         # vLLM's profile takes a launch of its own (Profiler.free_when_idle); profiling through an SSH host
         # is tests/fleet/test_ssh_runs.py's, vLLM's profiler tests/real_engine/test_profile_vllm.py's.
         "profile": False,
@@ -135,6 +141,9 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     assert "non-default args" in (run_dir / "server.log").read_text() and list(run_dir.glob("*.jsonl"))
     kinds = {row["kind"] for row in store.measurements("tiny-ssh")}
     assert {"baseline", "trial", "validation", "sweep"} <= kinds, kinds
+    rows = trials.asset_materialization.metadata["trials"].value.records
+    assert [(r.data["name"], r.data["provenance"]) for r in rows] == [(f"--max-num-seqs={CONCURRENCY}", "search_space")], \
+        "the search space alone was searched"
     _assert_vllms_client_confirms_the_validated_gain(stack.asset_materialization.metadata, peer, record_property)
     by_step = report.asset_materialization.metadata["launches_by_step"].value
     assert "profile" not in by_step and "sweep" not in by_step and by_step["validate"] == 4, by_step
