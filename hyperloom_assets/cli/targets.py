@@ -35,12 +35,13 @@ def parser() -> argparse.ArgumentParser:
 
 def parser_problems(folder: Path, good: dict[str, Target]) -> list[TargetProblem]:
     """The search_space of each good target that has one, through the engine's parser on its host."""
+    spaced = {name: t for name, t in sorted(good.items()) if t.search_space is not None and t.search_space.args}
+    if not spaced:
+        return []
     fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=TargetCatalog(folder=str(folder)),
                       store=ResultStore())
     problems = []
-    for name, target in sorted(good.items()):
-        if target.search_space is None or not target.search_space.args:
-            continue
+    for name, target in spaced.items():
         file = str(folder / f"{name}.yaml")
         try:
             host = fleet.host(target.host)
