@@ -86,7 +86,10 @@ def _contract_rounds(host: Host, bench: BenchmarkClient, launch: LaunchRecord, s
                                repeats=contract.repeats, warmups=contract.warmups, num_prompts=num_prompts,
                                records_dir=run_dir, max_model_len=contract.max_model_len, timeout_s=overtime_s,
                                progress=round_logger(label, spec), cpus=launch.cpus)
-    return in_engine_time(spec, measurement)
+    measurement = in_engine_time(spec, measurement)
+    for text in measurement.latency.warnings() if measurement.latency else []:
+        log.warning("%s: %s", label, text)
+    return measurement
 
 
 def run_measurement(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, kind: str, spec: ServerSpec,

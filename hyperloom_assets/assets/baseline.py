@@ -20,11 +20,13 @@ from hyperloom_assets.assets.checks import (
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.config.identity import server_config_version
-from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.config.targets import Target, TargetSlo
 from hyperloom_assets.core.decisions import guards
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.percentile_bound import min_samples
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.slo_verdict import prompts_for_bound, slo_verdict
 from hyperloom_assets.core.measurement.workloads import (
     TraceError,
     build_plan,
@@ -80,6 +82,18 @@ def max_model_len(target: Target) -> int:
     return limit
 
 
+def say_slo_prompts(log, target: Target, contract: WorkloadContract) -> None:
+    """Say in the run how many requests each launch gives the SLO's percentile bound, and why."""
+    q, asked = target.slo.percentile, target.workload.num_prompts
+    if contract.num_prompts is None:
+        log.info("slo: an agentic round replays its whole trace; a launch with fewer than %d requests has no p%d bound",
+                 min_samples(q), q)
+    elif asked is None or contract.num_prompts > asked:
+        log.warning("slo: %d prompts per round (%d per launch over %d repeats): a p%d bound needs %d requests per "
+                    "launch", contract.num_prompts, contract.num_prompts * contract.repeats, contract.repeats, q,
+                    min_samples(q))
+
+
 def check_search_space(target: Target, host: Host, release: ReleaseRun | None, file: str) -> None:
     """The target's search_space through the engine's parser that will serve it, before any launch."""
     spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args,
@@ -106,6 +120,10 @@ def workload_contract(target: Target) -> WorkloadContract:
     num_prompts = None
     if workload.kind != "agentic":
         num_prompts = workload.num_prompts or default_num_prompts(workload.concurrency, workload.isl or 0, workload.osl or 0)
+    if target.slo is not None:
+        workload = workload.model_copy(update={"slo": target.slo.goodput()})  # each round's goodput counts under it
+        if num_prompts is not None:
+            num_prompts = max(num_prompts, prompts_for_bound(target.slo.percentile, target.repeats))
     return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=limit,
                             num_prompts=num_prompts, repeats=target.repeats,
                             warmups=default_warmups(workload.concurrency, engine_for(target.engine).compiles_on_first_use))
@@ -138,7 +156,7 @@ UNITS: dict[str, Unit] = {
     "e2el_p50_ms": "ms"}
 
 
-def baseline_metadata(result: BaselineResult) -> dict:
+def baseline_metadata(result: BaselineResult, slo: TargetSlo | None = None) -> dict:
     m = result.measurement
     metadata = {key: rounded(float(getattr(m, key)), unit) for key, unit in UNITS.items()}
     metadata.update(
@@ -160,6 +178,11 @@ def baseline_metadata(result: BaselineResult) -> dict:
         metadata["theoretical_prefix_hit_pct"] = rounded(float(m.theoretical_prefix_hit_pct), "%")
     if m.telemetry is not None:  # the engine's own /metrics over the measured rounds
         metadata["telemetry"] = dg.MetadataValue.json(m.telemetry.model_dump(mode="json"))
+    if m.latency is not None:  # per-request percentiles over the launch's measured requests
+        metadata["latency"] = dg.MetadataValue.json(m.latency.model_dump(mode="json"))
+        metadata["latency_warnings"] = dg.MetadataValue.json(m.latency.warnings())
+    if slo is not None:
+        metadata["slo"] = dg.MetadataValue.json(slo_verdict(slo, [m.latency]).model_dump(mode="json"))
     return metadata
 
 
@@ -334,12 +357,14 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition):
         host = hosts.for_target(target)
         with recorded_stops(context, store, "baseline"):
             contract = workload_contract(target)  # bad input fails before a release env or a server
+            if target.slo is not None:
+                say_slo_prompts(context.log, target, contract)
             release = prepare_release(context.run.tags, context.partition_key, envs, store)
             check_search_space(target, host, release, str(catalog.path() / f"{context.partition_key}.yaml"))
             result = measure_baseline(context, target, contract, host, bench, store, release)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
-        yield dg.Output(result, metadata=baseline_metadata(result))
+        yield dg.Output(result, metadata=baseline_metadata(result, target.slo))
         yield baseline_converged(result.measurement)
         yield baseline_client_not_saturated(result.measurement)
 

@@ -29,7 +29,9 @@ from hyperloom_assets.core.report.markdown import (
     measurement_warnings,
     render_markdown,
     run_measurement_warnings,
+    slo_text,
 )
+from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_roofline_position
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import (
@@ -154,6 +156,8 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
         sweep_rows=sweep.rows, plots=plots, waterfall_plot=waterfall.name, roofline_plot=position.name,
         environment=environment, warnings=warnings,
         release_check=stack.release_check, source_tree=source_tree(baseline, accepted), profile=profile,
+        slo=slo_text(target.slo, slo_verdict(target.slo, [baseline.measurement.latency]), stack.slo)
+        if target.slo else None,
     )
 
 

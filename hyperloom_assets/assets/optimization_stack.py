@@ -20,7 +20,9 @@ from hyperloom_assets.assets.recipes import file_keepers
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.rule import validated_gain
+from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
@@ -46,6 +48,7 @@ class Validation(Strict):
     base: Launches = []
     top: Launches = []
     top_argv: list[str] = []
+    top_latency: list[Latency | None] = []  # each stack launch's request latency, for the SLO verdict
     sweep_rows: list[dict] | None = None
 
 
@@ -100,6 +103,7 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
             launches.append(measured.measurement.repeats_throughputs())
             if label == "stack":
                 done.top_argv = measured.launch.argv
+                done.top_latency.append(measured.measurement.latency)
             context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, pair, label,
                              measured.measurement.output_throughput)
     if sweep_ladder and not failed:
@@ -123,7 +127,7 @@ def replayed_validation(store: ResultStore, name: str, baseline: BaselineResult,
         return None
     rows = result.get("sweep_rows") if result.get("sweep_ladder") == ladder else None
     validation = Validation(base=result["base_launches"], top=result["stack_launches"], top_argv=result["launch_argv"],
-                            sweep_rows=rows)
+                            top_latency=result.get("stack_latency", []), sweep_rows=rows)
     return validation, result.get("validated_in_run") or stored["run_id"]
 
 
@@ -153,6 +157,7 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
     base, top, top_argv = validation.base, validation.top, validation.top_argv
     stack = composition(target, keepers)
     validated = bool(keepers)
+    latencies = validation.top_latency
     if validated:
         gain, low, high = validated_gain(top, base, list(trials.climb.evidence.values()))
         final = statistics.fmean(repeats_of(top))
@@ -160,6 +165,7 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
         gain = low = high = 0.0
         final = baseline.measurement.output_throughput
         top_argv = baseline.launch.argv
+        latencies = [baseline.measurement.latency]  # nothing kept: the stack is the baseline's config
     return StackResult(keepers=keepers, conflicts=[c.describe() for c in stack.conflicts],
                        final_argv=final_command(target, top_argv), launch_argv=top_argv, final_env=stack.env,
                        validated=validated, base_launches=base, stack_launches=top, final_output_throughput=final,
@@ -168,7 +174,8 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
                        patches=[p.name for p in accepted.patches], run_id=run_id,
                        validated_in_run=validated_in_run if validated else None,
                        sweep_ladder=ladder if validation.sweep_rows is not None else None,
-                       sweep_rows=validation.sweep_rows)
+                       sweep_rows=validation.sweep_rows, stack_latency=latencies,
+                       slo=slo_verdict(target.slo, latencies) if target.slo else None)
 
 
 def build_stack_asset(partitions: dg.PartitionsDefinition):
@@ -214,6 +221,7 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "patches": dg.MetadataValue.json(result.patches),
             "validated_in_run": dg.MetadataValue.text(result.validated_in_run or "none (nothing to validate)"),
             "recipes_filed": len(filed),
+            **({"slo": dg.MetadataValue.json(result.slo.model_dump(mode="json"))} if result.slo else {}),
         })
         yield validated_gain_interval_excludes_zero(result)
 

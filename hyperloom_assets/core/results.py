@@ -6,8 +6,10 @@ from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.decisions.climb import ClimbResult
 from hyperloom_assets.core.engines.spec import ProfileSource
 from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
 from hyperloom_assets.core.measurement.stats import Launches
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.run_tree import RunTree
@@ -132,6 +134,8 @@ class StackResult(Strict):
     # rounds: the ladder and its rows (None when nothing was validated or the sweep failed).
     sweep_ladder: list[int] | None = None
     sweep_rows: list[dict] | None = None
+    stack_latency: list[Latency | None] = []  # the final config's launches' request latency (validation's, or the baseline's)
+    slo: SloVerdict | None = None  # the target's SLO over those launches, when it sets one
 
 
 class SweepResult(Strict):

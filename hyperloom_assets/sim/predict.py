@@ -171,15 +171,16 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
     warm = warmup_plan(workload, vocab, warm_count)
     if warm:
         simulate_round(engine, warm, workload.concurrency)
-    slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
-    rounds = []
+    slo = workload.slo
+    rounds, measured = [], []
     engine.meter.open_window()
     for index, plan in enumerate(plans, start=1):
         records, duration = simulate_round(engine, plan, workload.concurrency, workload.request_rate,
                                            round_seed(workload.seed, f"arrivals-{index}"))
         rounds.append(repeat_metrics(records, duration, slo))
+        measured += records
     return summarize(
-        rounds, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab),
+        rounds, measured, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab),
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         source="sim-predict", telemetry=engine.meter.window_telemetry(flavor) if engine_for(flavor).metrics else None,
     )

@@ -204,8 +204,8 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     limit = asyncio.timeout(timeout_s)
     try:
         async with limit:
-            rounds, loads, telemetry = await _rounds(base_url, served_model, workload, warm, plans, records_dir,
-                                          sock_read_timeout_s, progress)
+            rounds, loads, telemetry, measured = await _rounds(base_url, served_model, workload, warm, plans,
+                                                               records_dir, sock_read_timeout_s, progress)
     except TimeoutError as exc:
         if timeout_s is None or not limit.expired():
             raise  # a timeout of the requests' own, not the limit's
@@ -213,7 +213,7 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     if records_dir is not None:
         (records_dir / "client-load.json").write_text(json.dumps([load.model_dump() for load in loads], indent=1))
     return summarize(
-        rounds, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab_size),
+        rounds, measured, seed=workload.seed, workload=measurement_signature(workload, plans[0], warm_count, vocab_size),
         theoretical_prefix_hit_pct=theoretical_prefix_hit_pct(plans[0]) if workload.kind == "agentic" else None,
         client_saturated=any(load.saturated for load in loads), source="hyperloom",
         client_loop_lag_p99_ms=max(load.loop_lag_p99_ms for load in loads),
@@ -223,8 +223,9 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
 
 async def _rounds(base_url: str, served_model: str, workload: Workload, warm: Plan, plans: list[Plan],
                   records_dir: Path | None, sock_read_timeout_s: float,
-                  progress: ProgressFn | None) -> tuple[list[RepeatMetrics], list[ClientLoad], Telemetry | None]:
-    slo = (workload.slo.ttft_ms, workload.slo.tpot_ms) if workload.slo else None
+                  progress: ProgressFn | None,
+                  ) -> tuple[list[RepeatMetrics], list[ClientLoad], Telemetry | None, list[RequestRecord]]:
+    slo = workload.slo
     url = completions_url(base_url)
     async with open_session(sock_read_timeout_s) as session:
         if warm:
@@ -236,17 +237,17 @@ async def _rounds(base_url: str, served_model: str, workload: Workload, warm: Pl
         scraper = TelemetryScraper(session, base_url)  # the server's own counters over the measured rounds
         await scraper.start()
         try:
-            rounds, loads = await _measured_rounds(session, url, served_model, workload, plans, records_dir, slo,
-                                                   progress)
+            rounds, loads, measured = await _measured_rounds(session, url, served_model, workload, plans,
+                                                             records_dir, slo, progress)
         finally:
             telemetry = await scraper.stop()
-    return rounds, loads, telemetry
+    return rounds, loads, telemetry, measured
 
 
 async def _measured_rounds(session, url: str, served_model: str, workload: Workload, plans: list[Plan],
                            records_dir: Path | None, slo, progress: ProgressFn | None,
-                           ) -> tuple[list[RepeatMetrics], list[ClientLoad]]:
-    rounds, loads = [], []
+                           ) -> tuple[list[RepeatMetrics], list[ClientLoad], list[RequestRecord]]:
+    rounds, loads, measured = [], [], []
     for index, plan in enumerate(plans, start=1):
         label = f"repeat-{index}"
         records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
@@ -258,7 +259,8 @@ async def _measured_rounds(session, url: str, served_model: str, workload: Workl
         _report(progress, label, records, duration, metrics)
         rounds.append(metrics)
         loads.append(load)
-    return rounds, loads
+        measured += records
+    return rounds, loads, measured
 
 
 def _report(progress: ProgressFn | None, label: str, records: list[RequestRecord], duration: float,

@@ -70,6 +70,9 @@ def test_agentic_baseline_with_cache_on_reports_its_prefix_hit(tmp_path, host, s
     assert result.success
     metadata = instance.fetch_materializations(dg.AssetKey("baseline"), limit=1).records[0].asset_materialization.metadata
     assert 40 < metadata["theoretical_prefix_hit_pct"].value < 100
+    latency = metadata["latency"].value  # the sim reports per-request percentiles like any engine
+    assert set(latency) >= {"ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"} and latency["ttft_ms"]["count"] > 0
+    assert latency["ttft_ms"]["p50"] <= latency["ttft_ms"]["p99"] and metadata["latency_warnings"].value == []
 
 
 @pytest.mark.stop_reason("baseline_arg_error", case="argv")

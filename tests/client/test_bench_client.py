@@ -50,6 +50,11 @@ def test_random_workload_measures_every_request(echo_server, tmp_path):
     assert m.output_throughput > 0 and m.output_throughput_ci_low <= m.output_throughput <= m.output_throughput_ci_high
     assert m.workload["num_prompts"] == 20 and m.workload["warmups"] == 3 and m.workload["vocab_size"] == 2048
     assert m.theoretical_prefix_hit_pct is None and m.source == "hyperloom"
+    # Per-request percentiles, pooled over both rounds' requests; each token its own chunk.
+    assert m.latency.ttft_ms.count == 40 and m.latency.itl_ms.count == 40 * 15
+    assert 0 < m.latency.tpot_ms.p50 <= m.latency.tpot_ms.p90 <= m.latency.tpot_ms.p99
+    assert m.latency.bursts == 0 and m.latency.warnings() == []
+    assert all(r.latency.ttft_ms.count == 20 for r in m.repeats)
     records = _records(tmp_path / "requests-repeat-1.jsonl")
     assert len(records) == 20 and all(r.ok and r.output_tokens == 16 and len(r.itl_s) == 15 for r in records)
     assert len(_records(tmp_path / "requests-warmup.jsonl")) == 3

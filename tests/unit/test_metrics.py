@@ -2,6 +2,7 @@
 
 import pytest
 
+from hyperloom_assets.core.config.targets import Slo
 from hyperloom_assets.core.measurement.measurement import RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
 
@@ -28,9 +29,10 @@ def test_repeat_metrics_of_a_synthetic_stream():
 
 
 def test_goodput_counts_requests_meeting_the_slo():
-    assert repeat_metrics(_records(), 2.0, slo=(120.0, None)).goodput == pytest.approx(0.5)  # only A
-    assert repeat_metrics(_records(), 2.0, slo=(None, 50.0)).goodput == 0.0
-    assert repeat_metrics(_records(), 2.0, slo=(1000.0, 1000.0)).goodput == pytest.approx(1.0)
+    assert repeat_metrics(_records(), 2.0, slo=Slo(ttft_ms=120.0)).goodput == pytest.approx(0.5)  # only A
+    assert repeat_metrics(_records(), 2.0, slo=Slo(tpot_ms=50.0)).goodput == 0.0
+    assert repeat_metrics(_records(), 2.0, slo=Slo(ttft_ms=1000.0, tpot_ms=1000.0)).goodput == pytest.approx(1.0)
+    assert repeat_metrics(_records(), 2.0, slo=Slo(e2e_ms=450.0)).goodput == pytest.approx(0.5)  # only B, 400 ms
 
 
 def _repeat(throughput: float) -> RepeatMetrics:

@@ -50,7 +50,7 @@ def test_sweep_table_rounds_each_column_to_its_unit() -> None:
            "tpot_p50_ms": 12.3456, "interactivity": 81.0004, "ttft_p50_ms": 45.678, "completed": 160}
     assert sweep_table([row]).rows[0] == {"config": "stack", "concurrency": 16, "output_throughput": 1234.6,
                                           "request_throughput": 3.142, "tpot_p50_ms": 12.3, "interactivity": 81.0,
-                                          "ttft_p50_ms": 45.7, "completed": 160}
+                                          "ttft_p50_ms": 45.7, "completed": 160, "latency_warning": ""}
 
 
 def report_and_store():

@@ -51,6 +51,10 @@ def problems_for(repo: Path, text: str) -> list[str]:
     ("engine: [vllm\n", "(file)", "YAML"),
     ("- a\n- b\n", "(file)", "mapping"),
     (GOOD.replace("kind: random, isl: 16, osl: 8", "kind: agentic"), "workload.trace", "JSONL"),
+    (GOOD.replace("concurrency: 2", "concurrency: 2, slo: {ttft_ms: 100}"), "workload.slo", "the top-level slo"),
+    (GOOD + "slo: {percentile: 99}\n", "slo", "at least one of ttft_ms, tpot_ms, e2e_ms"),
+    (GOOD + "slo: {ttft_ms: 100, percentile: 50}\n", "slo.percentile", "90, 95 or 99"),
+    (GOOD + "slo: {ttft_ms: 0}\n", "slo.ttft_ms", "greater than 0"),
 ])
 def test_each_problem_names_file_and_field(repo: Path, text: str, field: str, expected: str) -> None:
     problems = problems_for(repo, text)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, PositiveInt, ValidationError, field_validator
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from hyperloom_assets.core.engines import engine_for, engine_names
 from hyperloom_assets.core.engines.registry import harness_flags_for
@@ -32,8 +32,24 @@ def targets_dir() -> Path:
 
 
 class Slo(Strict):
+    """Per-request limits a request must meet to count toward goodput (the client's copy of the target's slo)."""
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+
+class TargetSlo(Slo):
+    """The operator's latency SLO: each set limit holds at `percentile` of a launch's requests."""
+    percentile: Literal[90, 95, 99] = 99
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> TargetSlo:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+    def goodput(self) -> Slo:
+        return Slo(ttft_ms=self.ttft_ms, tpot_ms=self.tpot_ms, e2e_ms=self.e2e_ms)
 
 
 class Workload(Strict):
@@ -45,7 +61,7 @@ class Workload(Strict):
     concurrency: PositiveInt
     num_prompts: PositiveInt | None = None
     request_rate: float | None = Field(default=None, gt=0)  # Poisson arrivals, req/s
-    slo: Slo | None = None
+    slo: Slo | None = None  # set from the target's top-level slo; a target file may not set it here
     seed: int = 0
 
     def missing_fields(self) -> list[tuple[str, str]]:
@@ -98,6 +114,7 @@ class Target(Strict):
     # False: no profile, and so no profile launch; the plan is made without where-the-time-goes evidence.
     profile: bool = True
     search_space: SearchSpace | None = None  # the operator's own knobs, searched with (or instead of) the seed grid
+    slo: TargetSlo | None = None  # {ttft_ms, tpot_ms, e2e_ms, percentile}: verdicts per launch, goodput per request
 
     def searches_only_its_space(self) -> bool:
         """`search_space.only`: the space's knobs and the target's own patches, no grid, ablation, recipe or library patch."""
@@ -248,6 +265,9 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
         target = Target.model_validate(raw)
     except ValidationError as exc:
         return None, _problems_from_validation(file, exc)
+    if target.workload.slo is not None:
+        return None, [TargetProblem(file=file, field="workload.slo", expected=(
+            "the top-level slo: {ttft_ms, tpot_ms, e2e_ms, percentile} (workload.slo moved there)"))]
     problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
     problems += _harness_in_space(target, file)
     unknown_host = hosts.problem(file, target.host) if hosts is not None else None

@@ -11,6 +11,7 @@ from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMet
 
 RATES = ("output_throughput", "output_throughput_ci_low", "output_throughput_ci_high", "request_throughput", "goodput")
 LATENCIES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms", "e2el_p50_ms", "duration_s")
+PERCENTILE_SETS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")  # of `latency`, each {p50, ..., p99, count}
 
 
 def _scaled(fields: dict, scale: float) -> dict:
@@ -20,6 +21,11 @@ def _scaled(fields: dict, scale: float) -> dict:
     for name in LATENCIES:
         if fields.get(name) is not None:
             fields[name] = fields[name] * scale
+    latency = fields.get("latency")
+    if latency is not None:
+        for name in PERCENTILE_SETS:
+            latency[name] = {key: value if key == "count" or value is None else value * scale
+                             for key, value in latency[name].items()}
     return fields
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
 
@@ -57,6 +58,7 @@ class RepeatMetrics(Strict):
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     goodput: float | None = None  # requests/s meeting the SLO, when one is set
+    latency: Latency | None = None  # this round's per-request percentiles
 
 
 class Measurement(Strict):
@@ -85,6 +87,9 @@ class Measurement(Strict):
     goodput: float | None = None
     source: str = "hyperloom"  # which client or tool produced it
     telemetry: Telemetry | None = None  # the engine's own /metrics over the measured rounds
+    # Per-request percentiles pooled over the measured rounds' requests (one launch), when the
+    # producer had the requests; a peer's result file gives only its own summary.
+    latency: Latency | None = None
 
     @property
     def interactivity(self) -> float:

@@ -8,7 +8,9 @@ from typing import Any
 
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.decisions.stop_reasons import describe as describe_stop_reason
+from hyperloom_assets.core.config.targets import TargetSlo
 from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.releases.run import ReleaseCheck
 from hyperloom_assets.core.results import ProfileResult
@@ -60,6 +62,7 @@ class ReportInputs(Strict):
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
     source_tree: SourceTree | None = None
     profile: ProfileResult | None = None  # where the baseline's time goes
+    slo: str | None = None  # the headline's SLO sentence (slo_text), for a target with an slo
     launches: dict[str, int] = {}  # this run's server launches, by step kind
 
 
@@ -79,9 +82,22 @@ def _headline(r: ReportInputs) -> list[str]:
     return [f"# Optimization report: {r.target}", "",
             f"{throughput_headline(r.baseline.output_throughput, r.final_output_throughput)}, {gain}.", "",
             f"Stop reason: `{r.stop_reason}` ({describe_stop_reason(r.stop_reason)}).", "",
+            *([r.slo, ""] if r.slo else []),
             f"Every gain is relative to the baseline of run `{r.baseline_run_id}`: "
             f"{r.baseline.output_throughput:,.1f} tok/s [{r.baseline.output_throughput_ci_low:,.1f}, "
             f"{r.baseline.output_throughput_ci_high:,.1f}] over {len(r.baseline.repeats)} repeats.", ""] + _launches(r)
+
+
+def slo_text(slo: TargetSlo, baseline: SloVerdict, final: SloVerdict | None) -> str:
+    """The headline's SLO sentence: the limits, and whether the baseline and the final config meet them."""
+    limits = ", ".join(f"{name.removesuffix('_ms').upper()} <= {getattr(slo, name):g} ms"
+                       for name in ("ttft_ms", "tpot_ms", "e2e_ms") if getattr(slo, name) is not None)
+
+    def said(who: str, verdict: SloVerdict) -> str:
+        return f"{who} meets it" if verdict.met else f"{who} does not ({verdict.why})"
+
+    parts = [said("the baseline", baseline)] + ([said("the final config", final)] if final else [])
+    return f"SLO (p{slo.percentile}, 95% upper bounds, launch by launch: {limits}): {'; '.join(parts)}."
 
 
 def launches_text(launches: dict[str, int]) -> str:
@@ -126,11 +142,20 @@ def _release(r: ReportInputs) -> list[str]:
             f"{check.summary}.", ""]
 
 
+BURST_MARK = " †"
+
+
 def _sweep(r: ReportInputs) -> list[str]:
     headers = ["config", "concurrency", "output tok/s", "TPOT p50 ms", "interactivity tok/s/user", "TTFT p50 ms"]
-    rows = [(row["config"], row["concurrency"], f"{row['output_throughput']:,.1f}", f"{row['tpot_p50_ms']:.2f}",
-             f"{row['interactivity']:.1f}", f"{row['ttft_p50_ms']:.1f}") for row in r.sweep_rows]
-    return ["## Concurrency sweep", "", table(headers, rows), ""] + [f"![{p}]({p})" for p in r.plots] + [""]
+    rows, burst = [], False
+    for row in r.sweep_rows:
+        mark = BURST_MARK if row.get("latency_warning") else ""
+        burst = burst or bool(mark)
+        rows.append((row["config"], row["concurrency"], f"{row['output_throughput']:,.1f}",
+                     f"{row['tpot_p50_ms']:.2f}{mark}", f"{row['interactivity']:.1f}{mark}", f"{row['ttft_p50_ms']:.1f}"))
+    note = [f"{BURST_MARK.strip()} most streams of this point arrived as one burst: its TPOT and interactivity are "
+            "not per-token (see Warnings).", ""] if burst else []
+    return ["## Concurrency sweep", "", table(headers, rows), ""] + note + [f"![{p}]({p})" for p in r.plots] + [""]
 
 
 REPORT_TOP_OPS = 10
@@ -200,20 +225,30 @@ def render_markdown(r: ReportInputs) -> str:
     return "\n".join(lines)
 
 
-def measurement_warnings(label: str, m: Measurement) -> list[str]:
+def measurement_warnings(label: str, m: Measurement, latency: bool = True) -> list[str]:
     warnings = []
     if not m.converged:
         warnings.append(f"{label}: repeats spread more than 3% (unstable measurement)")
     if m.client_saturated:
         warnings.append(f"{label}: the benchmark client was saturated; the server may be faster than measured")
+    if latency and m.latency is not None:
+        warnings += [f"{label}: {text}" for text in m.latency.warnings()]
     return warnings
 
 
 def run_measurement_warnings(rows: list[dict], run_id: str) -> list[str]:
-    """Unstable or client-saturated measurements of this run, whichever step made them."""
-    warnings = []
+    """Unstable or client-saturated measurements of this run, whichever step made them, and in one
+    line the ones whose latency cannot be read per token (that is the stream's, so it repeats)."""
+    warnings, bursts = [], []
     for row in rows:
         if row["run_id"] == run_id and row["measurement"] and row["kind"] != "baseline":
             label = f"{row['kind']} measurement {row['id']}" + (f" ({row['fingerprint']})" if row["fingerprint"] else "")
-            warnings += measurement_warnings(label, Measurement.model_validate(row["measurement"]))
+            measurement = Measurement.model_validate(row["measurement"])
+            warnings += measurement_warnings(label, measurement, latency=False)
+            if measurement.latency is not None and measurement.latency.warnings():
+                bursts.append(f"{row['kind']} {row['id']}")
+    if bursts:
+        shown = ", ".join(bursts[:6]) + (f" and {len(bursts) - 6} more" if len(bursts) > 6 else "")
+        warnings.append(f"{len(bursts)} later measurement(s) of this run ({shown}): most streams arrived as one "
+                        "burst, so their TPOT, ITL and interactivity are not per-token")
     return warnings

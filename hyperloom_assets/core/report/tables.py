@@ -157,6 +157,7 @@ SWEEP_COLUMNS = columns_of(
     ("interactivity", "float", "tokens per second per user (1000 / TPOT p50)"),
     ("ttft_p50_ms", "float", "time to first token, median, ms"),
     ("completed", "int", "requests completed in the round"),
+    ("latency_warning", "string", "why TPOT and interactivity cannot be read per token here; empty when they can"),
 )
 
 
@@ -164,7 +165,8 @@ def sweep_rows(config: str, results) -> list[dict[str, Any]]:
     """A config's (concurrency, Measurement) pairs as the sweep's rows."""
     return [{"config": config, "concurrency": rung, "output_throughput": m.output_throughput,
              "request_throughput": m.request_throughput, "tpot_p50_ms": m.tpot_p50_ms,
-             "interactivity": m.interactivity, "ttft_p50_ms": m.ttft_p50_ms, "completed": m.completed}
+             "interactivity": m.interactivity, "ttft_p50_ms": m.ttft_p50_ms, "completed": m.completed,
+             "latency_warning": "; ".join(m.latency.warnings()) if m.latency else ""}
             for rung, m in results]
 
 
@@ -174,7 +176,8 @@ def sweep_table(rows: list[dict[str, Any]]) -> Table:
         output_throughput=rounded(row["output_throughput"], "tok/s"),
         request_throughput=rounded(row["request_throughput"], "req/s"),
         tpot_p50_ms=rounded(row["tpot_p50_ms"], "ms"), interactivity=rounded(row["interactivity"], "tok/s/user"),
-        ttft_p50_ms=rounded(row["ttft_p50_ms"], "ms"), completed=int(row["completed"])) for row in rows])
+        ttft_p50_ms=rounded(row["ttft_p50_ms"], "ms"), completed=int(row["completed"]),
+        latency_warning=row.get("latency_warning", "")) for row in rows])
 
 
 POSITION_COLUMNS = columns_of(
