@@ -77,6 +77,19 @@ def test_streams_that_came_as_one_burst_are_flagged_in_the_run_the_sweep_and_the
     assert latency_of(few).warnings() == [], "under half of the streams: TPOT still mostly per-token"
 
 
+def test_chunks_flushed_together_are_flagged_by_the_floor_in_the_engines_time() -> None:
+    """The demo's baseline sweep: every token its own chunk, all 4 microseconds apart."""
+    flushed = latency_of([streamed(0.6, 4e-6, tokens=32) for _ in range(10)])
+    assert flushed.bursts == 0
+    [warning] = flushed.warnings()
+    assert "TPOT p50 0.004 ms is under any decode step (0.1 ms)" in warning
+    # A sim at time scale 100 with 5 ms steps streams 0.05 ms apart on the wall clock:
+    # in its engine's time, where warnings are read, that is a real decode step.
+    records = [streamed(0.01, 5e-5, tokens=32) for _ in range(10)]
+    sped_up = summarize([repeat_metrics(records, 1.0)], records)
+    assert sped_up.latency.warnings() and to_engine_time(sped_up, 100.0).latency.warnings() == []
+
+
 def test_an_slo_is_met_only_when_every_launchs_bound_holds() -> None:
     slo = TargetSlo(ttft_ms=600.0, tpot_ms=50.0, percentile=90)
     quick = latency_of([streamed(ttft_s=0.005 * i, step_s=0.01) for i in range(1, 101)])  # TTFT p90 bound 480 ms
