@@ -96,9 +96,7 @@ def say_slo_prompts(log, target: Target, contract: WorkloadContract) -> None:
 
 def check_search_space(target: Target, host: Host, release: ReleaseRun | None, file: str) -> None:
     """The target's search_space through the engine's parser that will serve it, before any launch."""
-    spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args,
-                      python=release.python if release else None)
-    refused = space_problems(target, host, str(host.python_executable(spec)), file)
+    refused = space_problems(target, host, file, release.python if release else None)
     if refused:
         raise baseline_failure("baseline_failed", "bad target file: " + "; ".join(str(p) for p in refused),
                                problems=[str(p) for p in refused])

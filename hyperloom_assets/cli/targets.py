@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
 from hyperloom_assets.core.config.targets import Target, TargetProblem, load_targets, targets_dir
-from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost
@@ -44,10 +44,7 @@ def parser_problems(folder: Path, good: dict[str, Target]) -> list[TargetProblem
     for name, target in spaced.items():
         file = str(folder / f"{name}.yaml")
         try:
-            host = fleet.host(target.host)
-            spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args)
-            python = str(host.python_executable(spec))
-            problems += space_problems(target, host, python, file)
+            problems += space_problems(target, fleet.host(target.host), file)
         except (ServerError, ValueError, RuntimeError, OSError) as error:
             problems.append(TargetProblem(file=file, field="search_space.args", expected=(
                 f"flags the {target.engine} parser on host {target.host!r} takes; it could not be asked: {error}")))
@@ -61,7 +58,8 @@ def main(argv: list[str]) -> int:
     good, problems = load_targets(folder, hosts=hosts)
     refused = parser_problems(folder, good)
     problems += refused
-    good = {name: t for name, t in good.items() if str(folder / f"{name}.yaml") not in {p.file for p in refused}}
+    bad_files = {p.file for p in refused}
+    good = {name: t for name, t in good.items() if str(folder / f"{name}.yaml") not in bad_files}
     everything = host_problems + problems
     if args.json:
         print(json.dumps({"folder": str(folder), "ok": not everything, "targets": sorted(good),

@@ -9,9 +9,11 @@ by `hyperloom targets check` and by the baseline before its first launch.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.planning.variants import setting_key
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.proposal_checks import checks_request
@@ -19,11 +21,16 @@ from hyperloom_assets.resources.hosts.proposal_checks import checks_request
 FIELD = "search_space.args"
 
 
-def space_problems(target: Target, host: Host, python: str, file: str) -> list[TargetProblem]:
-    """What the engine's parser refuses of the target's search_space; none when it takes all of it."""
+def space_problems(target: Target, host: Host, file: str, python: Path | None = None) -> list[TargetProblem]:
+    """What the engine's parser refuses of the target's search_space; none when it takes all of it.
+
+    `python`: the interpreter that will serve (a release run's); default the host's for the engine.
+    """
     space = target.search_space
     if space is None or not space.args:
         return []
+    spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, python=python)
+    python = str(host.python_executable(spec))
     argvs = space.argvs()
     reply = host.proposal_checks(checks_request(engine_for(target.engine), target.server_args, python, argvs))
     probe = reply["probe"]
