@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.engine_time import to_engine_time
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import REQUEST_ERROR_CLASSES, LaunchRecord, ServerError, ServerSpec
-from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups
+from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups, round_seed
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.resources.bench.client import BenchmarkClient, BenchOvertime, RoundProgress
 from hyperloom_assets.resources.hosts.host import Host
@@ -34,6 +35,7 @@ from hyperloom_assets.resources.hosts.signals import signals_deferred
 from hyperloom_assets.resources.store.results import ResultStore
 
 log = dg.get_dagster_logger("hyperloom.measure")
+T = TypeVar("T")
 
 INTERRUPTS = (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)
 
@@ -153,38 +155,61 @@ def run_measurement(*, host: Host, bench: BenchmarkClient, store: ResultStore, t
     return MeasuredConfig(measurement=measurement, launch=launch, measurement_id=row, measuring_s=measuring_s)
 
 
+def run_on_server(host: Host, spec: ServerSpec, run_dir: Path, work: Callable[[LaunchRecord], T]) -> T:
+    """One launch of `spec`, `work` on it once ready, and the server torn down on every path."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with host.serve(spec, run_dir, label=run_dir.name) as launch:
+        return work(launch)
+
+
 def run_sweep(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec, contract: WorkloadContract,
               rungs: list[int], run_dir: Path, run_id: str | None = None,
               context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
     """One launch, then every rung of a concurrency ladder on the hot server."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with host.serve(spec, run_dir, label=run_dir.name) as launch:
-        return sweep_rungs(host=host, bench=bench, store=store, target=target, spec=spec, contract=contract,
-                           rungs=rungs, launch=launch, run_dir=run_dir, run_id=run_id, context_key=context_key,
-                           label=label)
+    return run_on_server(host, spec, run_dir, lambda launch: sweep_rungs(
+        host=host, bench=bench, store=store, target=target, spec=spec, contract=contract, rungs=rungs, launch=launch,
+        run_dir=run_dir, run_id=run_id, context_key=context_key, label=label))
 
 
 def sweep_rungs(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec, contract: WorkloadContract,
                 rungs: list[int], launch: LaunchRecord, run_dir: Path, run_id: str | None = None,
                 context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
     """Every rung of a concurrency ladder on a server that is up: each its own warm-up and round."""
-    started = datetime.now(timezone.utc)
     results: list[tuple[int, Measurement]] = []
     for number, rung in enumerate(rungs, start=1):
         workload = contract.workload.model_copy(update={"concurrency": rung})
         num_prompts = None
         if workload.kind != "agentic":
             num_prompts = default_num_prompts(rung, workload.isl or 0, workload.osl or 0)
-        rung_label = f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})"
-        measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
-                                   repeats=1, warmups=default_warmups(rung, engine_for(spec.engine).compiles_on_first_use),
-                                   num_prompts=num_prompts, records_dir=run_dir / f"c{rung}",
-                                   max_model_len=contract.max_model_len, progress=round_logger(rung_label, spec),
-                                   cpus=launch.cpus)
-        measurement = in_engine_time(spec, measurement)
-        store.record_measurement(target=target, kind=label, argv=launch.argv, env=spec.env, started_at=started,
-                                 measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
-                                 log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
-        log.info("%s: %.1f output tok/s", rung_label, measurement.output_throughput)
+        measurement = load_round(host=host, bench=bench, store=store, target=target, spec=spec, contract=contract,
+                                 launch=launch, workload=workload, num_prompts=num_prompts,
+                                 records_dir=run_dir / f"c{rung}",
+                                 label=f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})",
+                                 kind=label, run_id=run_id, context_key=context_key)
         results.append((rung, measurement))
     return results
+
+
+def load_round(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec,
+               contract: WorkloadContract, launch: LaunchRecord, workload, num_prompts: int | None,
+               records_dir: Path, label: str, kind: str, run_id: str | None = None,
+               context_key: str | None = None) -> Measurement:
+    """One warm-up and one measured round at a load of its own on a server that is up, stored as `kind`.
+
+    Its prompts are its own (a dataset seed drawn from the label): the validation's rounds on
+    this server already sent the contract's, and re-sending them would read the engine's
+    prefix cache as speed.
+    """
+    started = datetime.now(timezone.utc)
+    workload = workload.model_copy(update={"seed": round_seed(workload.seed, label)})
+    warmups = default_warmups(workload.concurrency, engine_for(spec.engine).compiles_on_first_use)
+    measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
+                               repeats=1, warmups=warmups, num_prompts=num_prompts, records_dir=records_dir,
+                               max_model_len=contract.max_model_len, progress=round_logger(label, spec),
+                               cpus=launch.cpus)
+    measurement = in_engine_time(spec, measurement)
+    store.record_measurement(target=target, kind=kind, argv=launch.argv, env=spec.env, started_at=started,
+                             measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
+                             log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
+    log.info("%s: %.1f output tok/s", label, measurement.output_throughput)
+    return measurement

@@ -19,20 +19,23 @@ from hyperloom_assets.assets.checks import (
     report_matches_store,
     roofline_unavailable,
 )
-from hyperloom_assets.assets.metadata import with_embedded_plots
+from hyperloom_assets.assets.metadata import table_value, with_embedded_plots
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.measurement.stats import repeats_of
 from hyperloom_assets.core.report.consistency import compare_report
 from hyperloom_assets.core.report.markdown import (
     ReportInputs,
     SourceTree,
+    capacity_text,
     measurement_warnings,
     render_markdown,
     run_measurement_warnings,
     slo_text,
 )
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
-from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_roofline_position
+from hyperloom_assets.core.report.pareto import config_names, frontier
+from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_pareto, plot_roofline_position
+from hyperloom_assets.core.report.tables import pareto_table
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.results import (
     AcceptedPatches,
@@ -92,6 +95,10 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
             "report": dg.MetadataValue.md(with_embedded_plots(markdown, folder)),
             "plot_waterfall": dg.MetadataValue.path(str(folder / inputs.waterfall_plot)),
             "plot_roofline": dg.MetadataValue.path(str(folder / inputs.roofline_plot)),
+            "plot_pareto": dg.MetadataValue.path(str(folder / inputs.pareto_plot)),
+            "pareto_frontier": table_value(pareto_table(inputs.pareto)),
+            **({"recommended": dg.MetadataValue.json(inputs.pareto.recommended.model_dump(mode="json"))}
+               if inputs.pareto.recommended else {}),
         })
         yield from report_checks(store, target, baseline, roofline, trials, path.resolve())
 
@@ -133,6 +140,12 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
     waterfall = plot_gains_waterfall(baseline.measurement, keeper_steps(trials.climb.trials), validated,
                                      folder / "gains_waterfall.png")
     position = plot_roofline_position(roofline.roofline, roofline.achieved, after, folder / "roofline_position.png")
+    replayed = {i for t in trials.climb.trials if t.replayed for i in t.measurement_ids + t.best_measurement_ids}
+    hardware = getattr(roofline, "hardware", None)
+    pareto = frontier(report_rows(stored, baseline.context_key, baseline.measurement_id, replayed),
+                      baseline.launch.argv, config_names(trials.climb.trials), hardware.devices if hardware else 1,
+                      target.slo)
+    pareto_plot = plot_pareto(pareto, folder / "pareto_frontier.png")
     warnings = measurement_warnings("baseline", baseline.measurement) + list(roofline.warnings)
     warnings += [f"stack flag conflict: {c}" for c in stack.conflicts]
     warnings += run_measurement_warnings(stored, run_id)
@@ -154,9 +167,11 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
         roofline_before=roofline.achieved, roofline_after=after, roofline_explanation=roofline.roofline.explanation,
         trials=trials.climb.trials, keepers=[k.name for k in stack.keepers], conflicts=stack.conflicts,
         sweep_rows=sweep.rows, plots=plots, waterfall_plot=waterfall.name, roofline_plot=position.name,
+        pareto=pareto, pareto_plot=pareto_plot.name,
         environment=environment, warnings=warnings,
         release_check=stack.release_check, source_tree=source_tree(baseline, accepted), profile=profile,
-        slo=slo_text(target.slo, slo_verdict(target.slo, [baseline.measurement.latency]), stack.slo)
+        slo=" ".join([slo_text(target.slo, slo_verdict(target.slo, [baseline.measurement.latency]), stack.slo),
+                      *([capacity_text(stack.capacity_at_slo)] if stack.capacity_at_slo else [])])
         if target.slo else None,
     )
 

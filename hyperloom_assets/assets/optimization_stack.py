@@ -15,11 +15,13 @@ from collections.abc import Iterator
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.capacity import capacity_result, measure_capacity
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
 from hyperloom_assets.assets.recipes import file_keepers
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.rule import validated_gain
+from hyperloom_assets.core.measurement.capacity import Capacity, CapacityAtSlo
 from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
@@ -36,7 +38,7 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
-from hyperloom_assets.resources.measure import run_measurement, sweep_rungs
+from hyperloom_assets.resources.measure import run_measurement, run_on_server, sweep_rungs
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.workspace import served_at
 
@@ -50,6 +52,7 @@ class Validation(Strict):
     top_argv: list[str] = []
     top_latency: list[Latency | None] = []  # each stack launch's request latency, for the SLO verdict
     sweep_rows: list[dict] | None = None
+    capacity: dict[str, Capacity | None] = {}  # "baseline"/"stack" -> its capacity at the SLO (an SLO target's)
 
 
 def sweep_after_rounds(context, host: Host, bench: BenchmarkClient, store: ResultStore,
@@ -92,14 +95,19 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
         for label, spec, launches in (("base", base_spec, done.base), ("stack", top_spec, done.top)):
             spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commits[label])})
             folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
-            sweep = None
+            config = "baseline" if label == "base" else "stack"
+            after: list = []  # what the last pair's servers do once their rounds are over
             if sweep_ladder and pair == VALIDATION_PAIRS:
-                sweep = sweep_after_rounds(context, host, bench, store, baseline, spec, folder,
-                                           "baseline" if label == "base" else "stack", sweep_ladder, rows, failed)
+                after.append(sweep_after_rounds(context, host, bench, store, baseline, spec, folder, config,
+                                                sweep_ladder, rows, failed))
+            if target.slo is not None and label_prefix == "validate" and pair == VALIDATION_PAIRS:
+                after.append(lambda launch, spec=spec, folder=folder, config=config: done.capacity.update(
+                    {config: measure_capacity(context, target, host, bench, store, baseline, spec, launch, folder,
+                                              config)}))
             measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
                                        kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
                                        run_id=context.run.run_id, context_key=baseline.context_key,
-                                       after_rounds=sweep)
+                                       after_rounds=_in_turn(after) if after else None)
             launches.append(measured.measurement.repeats_throughputs())
             if label == "stack":
                 done.top_argv = measured.launch.argv
@@ -109,6 +117,25 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
     if sweep_ladder and not failed:
         done.sweep_rows = rows
     return done
+
+
+def _in_turn(steps: list):
+    def run(launch) -> None:
+        for step in steps:
+            step(launch)
+    return run
+
+
+def baseline_capacity(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+                      baseline: BaselineResult) -> dict[str, Capacity | None]:
+    """Nothing kept: one launch of the baseline for its capacity, which is the stack's too."""
+    folder = step_dir(host, context.partition_key, context.run.run_id, "capacity-baseline")
+    run_tree = baseline.run_tree
+    spec = baseline.spec.model_copy(update={"framework_tree": served_at(run_tree, run_tree.base_commit if run_tree
+                                                                        else None)})
+    found = run_on_server(host, spec, folder, lambda launch: measure_capacity(
+        context, target, host, bench, store, baseline, spec, launch, folder, "baseline"))
+    return {"baseline": found, "stack": found}
 
 
 def replayed_validation(store: ResultStore, name: str, baseline: BaselineResult, accepted: AcceptedPatches,
@@ -127,8 +154,18 @@ def replayed_validation(store: ResultStore, name: str, baseline: BaselineResult,
         return None
     rows = result.get("sweep_rows") if result.get("sweep_ladder") == ladder else None
     validation = Validation(base=result["base_launches"], top=result["stack_launches"], top_argv=result["launch_argv"],
-                            top_latency=result.get("stack_latency", []), sweep_rows=rows)
+                            top_latency=result.get("stack_latency", []), sweep_rows=rows,
+                            capacity=_stored_capacity(result.get("capacity_at_slo")))
     return validation, result.get("validated_in_run") or stored["run_id"]
+
+
+def _stored_capacity(stored: dict | None) -> dict[str, Capacity | None]:
+    if not stored:
+        return {}
+    known = CapacityAtSlo.model_validate(stored)
+    return {side: Capacity(load=load, unit=known.unit, probes=probes, at_ceiling=side in known.at_ceiling)
+            for side, load, probes in (("baseline", known.baseline, known.baseline_probes),
+                                       ("stack", known.stack, known.stack_probes)) if load is not None}
 
 
 def release_check(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
@@ -175,7 +212,9 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
                        validated_in_run=validated_in_run if validated else None,
                        sweep_ladder=ladder if validation.sweep_rows is not None else None,
                        sweep_rows=validation.sweep_rows, stack_latency=latencies,
-                       slo=slo_verdict(target.slo, latencies) if target.slo else None)
+                       slo=slo_verdict(target.slo, latencies) if target.slo else None,
+                       capacity_at_slo=capacity_result(target, validation.capacity.get("baseline"),
+                                                       validation.capacity.get("stack")) if target.slo else None)
 
 
 def build_stack_asset(partitions: dg.PartitionsDefinition):
@@ -199,6 +238,8 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             elif accepted_patches.keepers:
                 validation = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
                                             tree_commit=accepted_patches.tree_commit, sweep_ladder=ladder)
+            elif target.slo is not None:
+                validation.capacity = baseline_capacity(context, target, host, bench, store, baseline)
             result = stack_result(target, baseline, trials, accepted_patches, validation, context.run.run_id, ladder,
                                   validated_in)
             result.release_check = release_check(context, target, host, bench, store, baseline,
@@ -222,6 +263,8 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "validated_in_run": dg.MetadataValue.text(result.validated_in_run or "none (nothing to validate)"),
             "recipes_filed": len(filed),
             **({"slo": dg.MetadataValue.json(result.slo.model_dump(mode="json"))} if result.slo else {}),
+            **({"capacity_at_slo": dg.MetadataValue.json(result.capacity_at_slo.model_dump(
+                mode="json", include={"baseline", "stack", "unit", "at_ceiling"}))} if result.capacity_at_slo else {}),
         })
         yield validated_gain_interval_excludes_zero(result)
 

@@ -25,6 +25,7 @@ from hyperloom_assets.core.decisions.climb import (
     Budget,
     Checks,
     Look,
+    SloCheck,
     TrialMeasurement,
     TrialRecord,
     climb,
@@ -195,7 +196,9 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
                    _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
                    checks=Checks(admit=trees.admit, gate=gate.judge_variant,
                                  review=(lambda keepers, variant: critic.review(history, keepers, variant))
-                                 if critic else None), prior=prior)
+                                 if critic else None,
+                                 slo=SloCheck(target.slo, baseline.measurement.latency) if target.slo else None),
+                   prior=prior)
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))
     record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
@@ -237,7 +240,7 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
                                     argv=exc.argv, env=spec.env)
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,
                                 measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
-                                telemetry=measured.measurement.telemetry)
+                                telemetry=measured.measurement.telemetry, latency=measured.measurement.latency)
 
     return measure
 

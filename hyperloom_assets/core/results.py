@@ -6,6 +6,7 @@ from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.decisions.climb import ClimbResult
 from hyperloom_assets.core.engines.spec import ProfileSource
 from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.capacity import CapacityAtSlo
 from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
@@ -136,6 +137,7 @@ class StackResult(Strict):
     sweep_rows: list[dict] | None = None
     stack_latency: list[Latency | None] = []  # the final config's launches' request latency (validation's, or the baseline's)
     slo: SloVerdict | None = None  # the target's SLO over those launches, when it sets one
+    capacity_at_slo: CapacityAtSlo | None = None  # each side's highest load within the SLO, when it sets one
 
 
 class SweepResult(Strict):

@@ -204,13 +204,14 @@ def test_the_report_shows_the_new_plots(run) -> None:
     metadata = report.asset_materialization.metadata
     path = Path(metadata["report_path"].value)
     text = path.read_text()
-    for key, name in (("plot_waterfall", "gains_waterfall.png"), ("plot_roofline", "roofline_position.png")):
+    for key, name in (("plot_waterfall", "gains_waterfall.png"), ("plot_roofline", "roofline_position.png"),
+                      ("plot_pareto", "pareto_frontier.png")):
         assert Path(metadata[key].value) == path.with_name(name) and path.with_name(name).stat().st_size > 5000
         assert f"![{name}]({name})" in text
     assert json.loads(path.with_name("report.json").read_text())["waterfall_plot"] == "gains_waterfall.png"
     # The UI cannot read the host's disk: its copy of the report holds every plot the file links.
     linked = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
-    assert len(linked) == 4 and embedded_pngs(metadata["report"].value) == {
+    assert len(linked) == 5 and embedded_pngs(metadata["report"].value) == {
         name: path.with_name(name).read_bytes() for name in linked}
     sweep = run.instance.fetch_materializations(dg.AssetRecordsFilter(
         asset_key=dg.AssetKey("concurrency_sweep"), asset_partitions=[NAME]), limit=1).records[0]

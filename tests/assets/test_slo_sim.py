@@ -9,7 +9,9 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
+from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.sim.predict import predict
 from tests.conftest import SIM_MODEL
 
 
@@ -48,3 +50,73 @@ def test_the_baseline_and_the_stack_carry_the_slo_verdict(tmp_path, host, store)
     text = Path(report.metadata["report_path"].value).read_text()
     assert ("SLO (p95, 95% upper bounds, launch by launch: TTFT <= 60000 ms, E2E <= 120000 ms): the baseline meets "
             "it; the final config meets it.") in text
+
+
+# Simulated H100, 1024-token prompts at 64 concurrent streams (sim-predict, no noise): a cap of 64
+# gives 945 tok/s at TPOT p95 59 ms and a cap of 32 887 tok/s at 30 ms, both over the SLO's
+# 25 ms; the 512-token prefill chunk gives 891 tok/s at 16 ms, and the best config within the
+# SLO (the chunk with either cap) 899 tok/s. Without the SLO the climb keeps the cap of 64.
+# TTFT grows with the streams queued (sim-predict: a p95 bound of 2430 ms at 64 streams and 4959
+# at 128 for the baseline, 2026 and 3965 for the chunked stack; served over HTTP on these 2
+# cores the sim's TTFT reads up to half as much again), so each has a capacity within 5000 ms
+# short of four times the workload's 64 streams.
+SPACE = {"args": {"--max-num-seqs": [32, 64], "--max-num-batched-tokens": [512]}, "only": True}
+TIGHT = {"engine": "sim", "model": str(SIM_MODEL),
+         "server_args": ["--gpu", "H100", "--time-scale", "10", "--max-num-seqs", "16"],
+         "workload": {"kind": "random", "isl": 1024, "osl": 32, "concurrency": 64, "num_prompts": 192},
+         "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "profile": False, "sweep_concurrencies": [64],
+         "search_space": SPACE, "slo": {"tpot_ms": 25, "ttft_ms": 5000, "percentile": 95}}
+
+
+def predicted(args: list[str]) -> tuple[float, float]:
+    """(output tok/s, TPOT p95 ms) of the sim's own model for the target's workload, in simulated time."""
+    m = predict(SIM_MODEL, "H100", args, Workload(**TIGHT["workload"]), repeats=2)
+    return m.output_throughput, m.latency.tpot_ms.p95
+
+
+def test_only_configs_within_the_slo_are_kept_and_the_stack_is_near_the_best_of_them(tmp_path, host, store) -> None:
+    folder = tmp_path / "targets"
+    folder.mkdir()
+    (folder / "sim.yaml").write_text(yaml.safe_dump(TIGHT))
+    defs = build_defs(folder, host=host, store=store)
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim", instance=instance)
+        assert result.success
+        stack = instance.fetch_materializations(dg.AssetKey("optimization_stack"), limit=1).records[0] \
+            .asset_materialization
+        report = instance.fetch_materializations(dg.AssetKey("final_report"), limit=1).records[0] \
+            .asset_materialization
+    report_text = Path(report.metadata["report_path"].value).read_text()
+    climb = result.asset_value("trials").climb
+    rows = [(t.name, t.outcome, t.slo.short() if t.slo else None) for t in climb.trials]
+    assert all(t.slo is not None for t in climb.trials if t.measurements), rows
+    assert all(t.slo.met for t in climb.trials if t.outcome == "KEEP"), rows
+    fastest = next(t for t in climb.trials if t.name == "--max-num-seqs=64" and t.against == "baseline")
+    assert fastest.outcome == "REVERT" and fastest.decision.reason.startswith("slo_missed"), rows
+    assert all(t.outcome == "REVERT" and t.decision.reason.startswith("slo_missed")
+               for t in climb.trials if t.slo and not t.slo.met), rows
+    assert stack.metadata["slo"].value["met"] is True, stack.metadata["slo"].value
+    base_args = TIGHT["server_args"][4:]
+    final_args = [*base_args, *[a for k in climb.keepers for a in k.add_args]]
+    best_within = max(predicted([*base_args, *cap, *chunk])[0]
+                      for cap in ([], ["--max-num-seqs", "32"], ["--max-num-seqs", "64"])
+                      for chunk in ([], ["--max-num-batched-tokens", "512"])
+                      if predicted([*base_args, *cap, *chunk])[1] <= 25)
+    assert predicted(final_args)[0] >= 0.9 * best_within, (final_args, rows)
+    capacity = stack.metadata["capacity_at_slo"].value
+    assert capacity["unit"] == "concurrency" and capacity["at_ceiling"] == [], capacity
+    assert 0 < capacity["baseline"] < 256 and 0 < capacity["stack"] < 256, capacity
+    assert f"the baseline serves {capacity['baseline']:g} concurrent streams within it, the stack " \
+           f"{capacity['stack']:g} (+" in report_text, report_text
+    # Every measurement on one plane, the trials that broke the SLO and the capacity probes included;
+    # the pick is the frontier's most throughput per GPU within the SLO.
+    pick = report.metadata["recommended"].value
+    frontier = report.metadata["pareto_frontier"].value.records
+    assert pick["meets_slo"] is True and pick["config"] in ("stack", "--max-num-batched-tokens=512"), pick
+    assert any(r.data["kind"] == "capacity" for r in frontier) and any(r.data["meets_slo"] == "no" for r in frontier)
+    best = max((r.data for r in frontier if r.data["on_frontier"] and r.data["meets_slo"] == "yes"),
+               key=lambda r: r["tok_s_per_gpu"])
+    assert best["measurement_id"] == pick["measurement_id"] and best["recommended"] is True, (best, pick)
+    assert any(r.data["kind"] == "trial" and r.data["meets_slo"] == "no" for r in frontier)
+    assert f"Recommended for the SLO: **{pick['config']}** at concurrency {pick['concurrency']}" in report_text
+    assert Path(report.metadata["plot_pareto"].value).stat().st_size > 0

@@ -1,7 +1,7 @@
 """Real vLLM CPU through an SSH host (a real sshd on loopback): a whole optimize run, the
 benchmark client on the host, vLLM's own telemetry in the trials table, a real validated
-gain that vLLM's own client confirms on the same validation servers, the sweep on the
-validation's last pair, and nothing left behind there."""
+gain that vLLM's own client confirms on the same validation servers, the sweep and the
+capacity at the target's SLO on the validation's last pair, and nothing left behind there."""
 
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ CONCURRENCY, ISL, OSL = 8, 64, 32
 # each `vllm bench serve` costs 10 s of imports before its requests, and the gain it checks
 # is several times the launch noise.
 PEER_PROMPTS = 8 * CONCURRENCY
+# Under a cap of 1 each of 8 streams waits for the seven before it: the baseline's TTFT p90 is
+# seconds, over this SLO, and its capacity within it a stream or two; the lifted cap meets it at 8.
+SLO = {"ttft_ms": 400, "percentile": 90}
 PEER_STEPS = ("validate-2-base", "validate-2-stack")
 
 
@@ -69,6 +72,20 @@ def _assert_vllms_client_confirms_the_validated_gain(stack: dict, peer: dict[str
     record_property("cross_check", said)
     assert ours > 0 and stack["validated"].value, f"a validated gain: {said}"
     assert peers > 0, f"vLLM's client sees a gain too: {said}"
+
+
+def _assert_the_capacity_at_the_slo(stack: dict, row: dict, report, record_property) -> None:
+    """The baseline breaks the SLO, so the lifted cap is kept for meeting it; then each side's capacity."""
+    assert row["reason"].startswith("slo_reached") and row["slo"].startswith("met at p90"), row
+    assert stack["slo"].value["met"] is True, stack["slo"].value
+    capacity = stack["capacity_at_slo"].value
+    said = f"capacity at the SLO: baseline {capacity['baseline']}, stack {capacity['stack']} ({capacity['unit']})"
+    print(said)
+    record_property("capacity", said)
+    assert capacity["unit"] == "concurrency" and capacity["baseline"] is not None, said
+    assert capacity["stack"] >= CONCURRENCY > capacity["baseline"], said
+    text = Path(report.asset_materialization.metadata["report_path"].value).read_text()
+    assert f"Capacity at the SLO: the baseline serves {capacity['baseline']:g} concurrent streams within it" in text
 
 
 def cross_checked(serve, model: Path, folder: Path, peer: dict[str, float]):
@@ -115,7 +132,7 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
         "profile": False,
         # The gate's reference is asked of the baseline's server after its rounds, where its cap of 1
         # answers the prompts one by one: 8, not 32. The gate's verdicts on vLLM are test_patches_vllm.py's.
-        "accuracy": {"kind": "agreement", "prompts": 8}}))
+        "accuracy": {"kind": "agreement", "prompts": 8}, "slo": SLO}))
     # The climb's second look is the sim's test: earlier runs' launch noise lets the trial decide at its first.
     earlier_launch_noise(store, "tiny-ssh", "gpu-ssh", "vllm", tiny_model)
     peer: dict[str, float] = {}
@@ -140,11 +157,12 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
     run_dir = Path(baseline["log_path"]).parent
     assert "non-default args" in (run_dir / "server.log").read_text() and list(run_dir.glob("*.jsonl"))
     kinds = {row["kind"] for row in store.measurements("tiny-ssh")}
-    assert {"baseline", "trial", "validation", "sweep"} <= kinds, kinds
+    assert {"baseline", "trial", "validation", "sweep", "capacity"} <= kinds, kinds
     rows = trials.asset_materialization.metadata["trials"].value.records
     assert [(r.data["name"], r.data["provenance"]) for r in rows] == [(f"--max-num-seqs={CONCURRENCY}", "search_space")], \
         "the search space alone was searched"
     _assert_vllms_client_confirms_the_validated_gain(stack.asset_materialization.metadata, peer, record_property)
+    _assert_the_capacity_at_the_slo(stack.asset_materialization.metadata, rows[0].data, report, record_property)
     by_step = report.asset_materialization.metadata["launches_by_step"].value
     assert "profile" not in by_step and "sweep" not in by_step and by_step["validate"] == 4, by_step
     assert read_pidfiles(workdir / "pids") == [], "no pidfile left on the host"

@@ -17,6 +17,14 @@ noise; every config the climb launched sharpens the noise estimate of later deci
 A KEEP is then confirmed by one fresh launch of the whole new stack (the reference's
 stack rebench): a keeper won on lucky launches that the fresh launch does not confirm
 is evicted as KEEP_UNSTABLE, and the fresh launch joins the evidence like any other.
+
+Under a target's SLO (Checks.slo) a variant is judged on latency first, launch by launch
+(slo_verdict.py: each launch's 95% upper bound at the SLO's percentile within every limit):
+one that breaks the SLO is REVERT `slo_missed` at once, whatever its throughput, since
+more launches can only add a worse one; while the running best itself breaks the SLO,
+a variant that meets it is KEEP `slo_reached` whatever its throughput, so the search first
+finds a config that meets the SLO and then climbs throughput among those that do. The
+rebench's fresh launch must meet the SLO too.
 """
 
 from __future__ import annotations
@@ -37,9 +45,14 @@ from hyperloom_assets.core.decisions.rule import (
     killed_overtime,
     max_looks,
     rejected,
+    slo_missed,
+    slo_reached,
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
+from hyperloom_assets.core.config.targets import TargetSlo
+from hyperloom_assets.core.measurement.latency import Latency
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict, slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
@@ -136,11 +149,21 @@ class MemoryLedger:
         self.finished.append(record)
 
 
+class SloCheck(NamedTuple):
+    """The target's SLO, and the baseline launch's latency: whether the climb starts inside it."""
+    slo: TargetSlo
+    baseline: Latency | None
+
+    def verdict(self, latencies: list[Latency | None]) -> SloVerdict:
+        return slo_verdict(self.slo, latencies)
+
+
 class Checks(NamedTuple):
     """What a trial must pass besides throughput; all optional (a target without a tree has no patches)."""
     admit: AdmitFn | None = None
     gate: GateFn | None = None
     review: ReviewFn | None = None
+    slo: SloCheck | None = None
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -186,6 +209,8 @@ class _Judged(Strict):
     rebenches: int = 0
     rebench_launches: Launches = []
     rebench_ids: list[int] = []
+    latencies: list[Latency | None] = []  # the variant's launches'
+    slo: SloVerdict | None = None  # over `latencies`
     last: TrialMeasurement
 
 
@@ -193,12 +218,19 @@ def _ids(result: TrialMeasurement) -> list[int]:
     return [result.measurement_id] if result.measurement_id is not None else []
 
 
+class _SloState(NamedTuple):
+    check: SloCheck
+    best_meets: bool  # whether the running best meets the SLO: a keeper always does
+
+
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
-           baseline_measuring_s: float, launch: _Launcher, prior: LaunchNoise | None = None) -> _Judged:
+           baseline_measuring_s: float, launch: _Launcher, prior: LaunchNoise | None = None,
+           slo: _SloState | None = None) -> _Judged:
     """Measure until decided: NEEDS_REVIEW is measured again, at most max_looks(prior) times.
 
     From the second look on, the running best is re-launched first whenever it has no
     more launches than the variant, so both sides carry launch noise and time drift alike.
+    Under an SLO each launch of the variant is held to it first (the module docstring).
     """
     judged = _Judged(decision=failed("not measured"), last=TrialMeasurement())
     tests = max_looks(prior)  # looks that can keep; a look without an interval is not one
@@ -226,6 +258,8 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
             return judged
         judged.decision = decide_trial(judged.launches, best + judged.best_launches, others, measurements=look,
                                        tests=tests, prior=prior)
+        if slo is not None and _held_to_slo(judged, result, slo):
+            return judged
         if judged.decision.outcome != Outcome.NEEDS_REVIEW:
             break
         if judged.decision.ci_low_pct is None:
@@ -233,8 +267,23 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
     return judged
 
 
-def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: _Launcher) -> None:
-    """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP."""
+def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: _SloState) -> bool:
+    """Judge the variant's launches so far on the SLO; True when that decides the trial."""
+    judged.latencies.append(result.latency)
+    judged.slo = slo.check.verdict(judged.latencies)
+    if not judged.slo.met:
+        judged.decision = slo_missed(judged.decision, judged.slo.why)
+        return True
+    if not slo.best_meets:
+        judged.decision = slo_reached(judged.decision, judged.slo.why)
+        return True
+    return False
+
+
+def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: _Launcher,
+             slo: _SloState | None = None) -> None:
+    """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP
+    (under an SLO: meet it; and gain on throughput unless the KEEP was for meeting it)."""
     fresh = launch("rebench", stack, None)
     judged.rebenches += 1
     judged.rebench_ids += _ids(fresh)
@@ -243,6 +292,15 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: _Lau
                                          f"{_first_line(fresh)}")
         return
     judged.rebench_launches.append(fresh.throughputs)
+    if slo is not None:
+        fresh_slo = slo.check.verdict([fresh.latency])
+        if not fresh_slo.met:
+            judged.decision = stack_unstable(f"a fresh launch of the whole stack breaks the SLO: {fresh_slo.why}")
+            return
+        if not slo.best_meets:
+            judged.decision = judged.decision.model_copy(
+                update={"reason": f"{judged.decision.reason}; a fresh launch of the stack meets the SLO too"})
+            return
     joined = decide_stack([fresh.throughputs], best)
     if joined.outcome == Outcome.KEEP_UNSTABLE:
         judged.decision = joined
@@ -278,6 +336,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
     """`baseline` is the baseline's per-repeat throughputs: its one launch; `prior` the launch
     noise of earlier runs of the same host, engine and model (decisions/history.py)."""
     checks = checks or Checks()
+    best_meets = checks.slo.verdict([checks.slo.baseline]).met if checks.slo else True
     keepers: list[Variant] = []
     evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
     best_key = BASELINE
@@ -304,8 +363,9 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
         else:
             others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
             launch = _Launcher(fingerprint, len(trials) + 1, variant.name, measure, ledger)
+            slo = _SloState(checks.slo, best_meets) if checks.slo else None
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, launch, checks, prior)
+                                    baseline_measuring_s, launch, checks, prior, slo)
             ledger.remember(record)
         evidence[best_key] = evidence[best_key] + record.best_launches
         if record.launches or record.rebench_launches:  # the rebench launched the same config
@@ -315,12 +375,13 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
         if record.decision.outcome == Outcome.KEEP:
             keepers = [*keepers, variant]
             best_key = fingerprint
+            best_meets = True  # under an SLO nothing that breaks it is kept
             candidates = plan(keepers, set())
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
                    others: list[Launches], baseline_measuring_s: float, launch: _Launcher,
-                   checks: Checks, prior: LaunchNoise | None = None) -> TrialRecord:
+                   checks: Checks, prior: LaunchNoise | None = None, slo: _SloState | None = None) -> TrialRecord:
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
     review = checks.review(keepers, variant) if checks.review and variant.patches and variant.llm is None else None
     if review is not None and not review.approved:
@@ -330,11 +391,11 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
     if refusal is not None:
         return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
                            decision=rejected(refusal), measurements=0, launches=[], review=review)
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior)
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior, slo)
     if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
         judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
     if judged.decision.outcome == Outcome.KEEP:  # after the gate: a wrong answer is not worth a launch
-        _rebench(judged, [*keepers, variant], best + judged.best_launches, launch)
+        _rebench(judged, [*keepers, variant], best + judged.best_launches, launch, slo)
     last = judged.last
     return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
                        decision=judged.decision, measurements=judged.looks,
@@ -342,4 +403,4 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
                        rebench_launches=judged.rebench_launches, measurement_ids=judged.ids,
                        best_measurement_ids=judged.best_ids, rebench_measurement_ids=judged.rebench_ids,
                        error_class=last.error_class, argv=last.argv, env=last.env, telemetry=last.telemetry,
-                       review=review)
+                       review=review, slo=judged.slo)

@@ -175,6 +175,23 @@ def rejected(reason: str) -> Decision:
     return Decision(outcome=Outcome.REJECTED, reason=f"patch does not apply to the running best: {reason}")
 
 
+SLO_MISSED = "slo_missed"  # the reason code of a variant that breaks the target's SLO
+SLO_REACHED = "slo_reached"  # the reason code of a variant kept for meeting an SLO the running best breaks
+
+
+def slo_missed(decision: Decision, why: str) -> Decision:
+    """REVERT: the variant breaks the SLO, whatever its throughput (the throughput's word is kept)."""
+    return decision.model_copy(update={"outcome": Outcome.REVERT,
+                                       "reason": f"{SLO_MISSED}: {why} (on throughput: {decision.reason})"})
+
+
+def slo_reached(decision: Decision, why: str) -> Decision:
+    """KEEP: the running best breaks the SLO and the variant meets it: meeting it comes before throughput."""
+    return decision.model_copy(update={"outcome": Outcome.KEEP,
+                                       "reason": f"{SLO_REACHED}: meets the SLO the running best breaks ({why}); "
+                                                 f"on throughput: {decision.reason}"})
+
+
 ACCURACY_REASONS = {"drop": "accuracy_drop", "unavailable": "accuracy_unavailable"}
 
 

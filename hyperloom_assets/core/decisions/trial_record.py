@@ -9,6 +9,8 @@ from __future__ import annotations
 import statistics
 
 from hyperloom_assets.core.decisions.rule import Decision
+from hyperloom_assets.core.measurement.latency import Latency
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Strict
@@ -31,6 +33,7 @@ class TrialMeasurement(Strict):
     argv: list[str] = []
     env: dict[str, str] = {}
     telemetry: Telemetry | None = None  # the engine's /metrics over the measured rounds
+    latency: Latency | None = None  # per-request percentiles over the measured rounds (None: a failed launch)
 
 
 class Look(Strict):
@@ -63,6 +66,7 @@ class TrialRecord(Strict):
     replayed: bool = False  # taken from the ledger, not measured in this execution
     telemetry: Telemetry | None = None  # the variant's last launch, as the engine reported it
     review: Review | None = None  # the critic's word on a planned patch, taken before it touched the tree
+    slo: SloVerdict | None = None  # the target's SLO over the variant's launches (None: no SLO, or none measured)
 
     @property
     def outcome(self) -> str:

@@ -30,6 +30,16 @@ class SloVerdict(Strict):
     met: bool
     why: str
 
+    def short(self) -> str:
+        """One cell: met or missed, and each limited metric at the percentile with its upper bound."""
+        parts = []
+        for name, _ in METRICS:
+            measured, upper = getattr(self, name), getattr(self, name.replace("_ms", "_upper_ms"))
+            if measured is not None:
+                bound = f"{upper:.4g}" if upper is not None else "none"
+                parts.append(f"{name.removesuffix('_ms').upper()} {measured:.4g} ms (bound {bound})")
+        return f"{'met' if self.met else 'missed'} at p{self.percentile}: {', '.join(parts) or 'nothing measured'}"
+
 
 def prompts_for_bound(percentile: int, repeats: int) -> int:
     """Prompts per round so that one launch's rounds together bound the percentile."""

@@ -10,8 +10,10 @@ from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.decisions.stop_reasons import describe as describe_stop_reason
 from hyperloom_assets.core.config.targets import TargetSlo
 from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.measurement.capacity import CapacityAtSlo
 from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.report.pareto import Frontier
 from hyperloom_assets.core.releases.run import ReleaseCheck
 from hyperloom_assets.core.results import ProfileResult
 from hyperloom_assets.core.profile.trace import CATEGORIES
@@ -57,6 +59,8 @@ class ReportInputs(Strict):
     plots: list[str]  # the sweep's, file names beside the report
     waterfall_plot: str | None = None  # the gains waterfall, a file name beside the report
     roofline_plot: str | None = None  # baseline and final under the ceiling, likewise
+    pareto: Frontier | None = None  # every measurement of the run, per GPU against per user
+    pareto_plot: str | None = None  # its plot, a file name beside the report
     environment: dict[str, str]
     warnings: list[str]
     release_check: ReleaseCheck | None = None  # on a release run: the earlier stack on it
@@ -98,6 +102,22 @@ def slo_text(slo: TargetSlo, baseline: SloVerdict, final: SloVerdict | None) -> 
 
     parts = [said("the baseline", baseline)] + ([said("the final config", final)] if final else [])
     return f"SLO (p{slo.percentile}, 95% upper bounds, launch by launch: {limits}): {'; '.join(parts)}."
+
+
+def capacity_text(capacity: CapacityAtSlo) -> str:
+    """The headline's sentence: each side's capacity within the SLO, and the stack's gain on it."""
+    noun = "concurrent streams" if capacity.unit == "concurrency" else "requests/s"
+
+    def side(value: float | None, name: str) -> str:
+        if value is None:
+            return "not measured"
+        floor = "at least " if name in capacity.at_ceiling else ""
+        return f"{floor}{value:g}"
+
+    gain = capacity.gain_pct()
+    more = f" ({gain:+.0f}%)" if gain is not None else ""
+    return (f"Capacity at the SLO: the baseline serves {side(capacity.baseline, 'baseline')} {noun} within it, "
+            f"the stack {side(capacity.stack, 'stack')}{more}.")
 
 
 def launches_text(launches: dict[str, int]) -> str:
@@ -156,6 +176,35 @@ def _sweep(r: ReportInputs) -> list[str]:
     note = [f"{BURST_MARK.strip()} most streams of this point arrived as one burst: its TPOT and interactivity are "
             "not per-token (see Warnings).", ""] if burst else []
     return ["## Concurrency sweep", "", table(headers, rows), ""] + note + [f"![{p}]({p})" for p in r.plots] + [""]
+
+
+def _pareto(r: ReportInputs) -> list[str]:
+    found = r.pareto
+    if found is None:
+        return []
+    line = found.frontier
+    rows = [(p.config, p.kind, p.concurrency, f"{p.tok_s_per_gpu:,.1f}", f"{p.tok_s_per_user:,.1f}",
+             "" if p.meets_slo is None else ("yes" if p.meets_slo else "no")) for p in line]
+    unread = sum(1 for p in found.points if p.tok_s_per_user is None)
+    lines = ["## Pareto frontier", "",
+             f"Every measurement of this run ({len(found.points)}), as output tok/s per GPU ({found.devices} serving "
+             f"the model) against tok/s per user (1000 / TPOT p50); {len(line)} on the frontier"
+             + (f", {unread} without a per-token TPOT left off it" if unread else "") + ".", ""]
+    if line:
+        lines += [table(["config", "measured in", "concurrency", "tok/s per GPU", "tok/s per user", "within SLO"],
+                        rows), ""]
+    lines += [_recommendation(found)] if found.slo_user_floor is not None or found.recommended or \
+        any(p.meets_slo is not None for p in found.points) else []
+    return lines + [""] + _image(r.pareto_plot)
+
+
+def _recommendation(found: Frontier) -> str:
+    pick = found.recommended
+    if pick is None:
+        return "Recommended for the SLO: none: no point on the frontier meets it."
+    return (f"Recommended for the SLO: **{pick.config}** at concurrency {pick.concurrency}: {pick.tok_s_per_gpu:,.1f} "
+            f"tok/s per GPU at {pick.tok_s_per_user:,.1f} tok/s per user, the most throughput per GPU of the "
+            f"frontier's points within the SLO (measured in a {pick.kind} round).")
 
 
 REPORT_TOP_OPS = 10
@@ -218,7 +267,7 @@ def _source_tree(r: ReportInputs) -> list[str]:
 def render_markdown(r: ReportInputs) -> str:
     lines = _headline(r) + _roofline(r) + _profile(r)
     lines += ["## Trials", "", trials_markdown(r.trials) if r.trials else "(no trials)", ""]
-    lines += _stack(r) + _source_tree(r) + _release(r) + _sweep(r) + _commands(r)
+    lines += _stack(r) + _source_tree(r) + _release(r) + _sweep(r) + _pareto(r) + _commands(r)
     lines += ["## Launch evidence", "", "```json", json.dumps(r.launch_evidence, indent=2, sort_keys=True), "```", ""]
     lines += ["## Environment", "", table(["what", "value"], sorted(r.environment.items())), ""]
     lines += ["## Warnings", ""] + ([f"- {w}" for w in r.warnings] or ["(none)"]) + [""]

@@ -1,5 +1,5 @@
 """The report's plots as PNG: the sweep (throughput against concurrency and against
-interactivity), the gains waterfall and the roofline position. Pure code."""
+interactivity), the gains waterfall, the roofline position and the Pareto frontier. Pure code."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from hyperloom_assets.core.decisions.climb import TrialRecord  # noqa: E402
 from hyperloom_assets.core.measurement.measurement import Measurement  # noqa: E402
 from hyperloom_assets.core.models import Frozen  # noqa: E402
+from hyperloom_assets.core.report.pareto import Frontier  # noqa: E402
 from hyperloom_assets.core.roofline.roofline import Achieved, Roofline  # noqa: E402
 
 
@@ -139,4 +140,41 @@ def plot_roofline_position(roofline: Roofline, before: Achieved, after: Achieved
     axes.set_title(f"Roofline position on {roofline.hardware}", fontsize=10)
     axes.grid(True, axis="y", which="both", alpha=0.3)
     axes.legend(fontsize=8, loc="best")
+    return _save(figure, path)
+
+
+def plot_pareto(found: Frontier, path: Path) -> Path:
+    """Throughput per GPU against per user: every readable point, the frontier as a line, the
+    SLO's TPOT floor as a vertical line, points within the SLO filled and those outside it hollow."""
+    figure, axes = plt.subplots(figsize=(6.4, 4.6), dpi=100)
+    colors = {"baseline": "tab:blue", "stack": "tab:orange"}
+    for config in sorted({p.config for p in found.points}):
+        points = [p for p in found.points if p.config == config and p.tok_s_per_user is not None]
+        if not points:
+            continue
+        color = colors.get(config, "tab:gray")
+        label = config if config in colors else None
+        within = [p for p in points if p.meets_slo is not False]
+        outside = [p for p in points if p.meets_slo is False]
+        if within:
+            axes.scatter([p.tok_s_per_user for p in within], [p.tok_s_per_gpu for p in within], color=color,
+                         label=label, s=28)
+        if outside:
+            axes.scatter([p.tok_s_per_user for p in outside], [p.tok_s_per_gpu for p in outside], facecolors="none",
+                         edgecolors=color, label=None if within else label, s=28)
+    line = found.frontier
+    if line:
+        axes.plot([p.tok_s_per_user for p in line], [p.tok_s_per_gpu for p in line], color="black", linewidth=1,
+                  label="Pareto frontier")
+    if found.slo_user_floor is not None:
+        axes.axvline(found.slo_user_floor, color="tab:red", linestyle="--", linewidth=1, label="SLO: TPOT limit")
+    if found.recommended is not None:
+        pick = found.recommended
+        axes.scatter([pick.tok_s_per_user], [pick.tok_s_per_gpu], marker="*", s=180, color="gold", edgecolors="black",
+                     label="recommended", zorder=5)
+    axes.set_xlabel("tokens/s per user (1000 / TPOT p50)")
+    axes.set_ylabel(f"output tokens/s per GPU ({found.devices} serving the model)")
+    axes.set_title("Every measurement of the run (hollow: outside the SLO)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small")
     return _save(figure, path)

@@ -18,6 +18,7 @@ from hyperloom_assets.core.planning.fingerprints import variant_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.profile.trace import CATEGORIES, CATEGORY_MEANING, ProfileSummary
 from hyperloom_assets.core.proposer.critic_rules import Review
+from hyperloom_assets.core.report.pareto import Frontier
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.roofline.position import Position
 
@@ -89,6 +90,8 @@ TRIAL_COLUMNS = columns_of(
     ("replayed", "bool", "taken from the ledger instead of measured again"),
     ("reason", "string", "why the decision rule decided so"),
     ("critic", "string", "the critic's verdict and reasons, for a change that touches the tree or came from a model"),
+    ("slo", "string", "the target's SLO over the variant's launches: met or missed, each limit at the percentile "
+                      "with its 95% upper bound; empty without an SLO"),
 ) + TELEMETRY_COLUMNS
 
 
@@ -122,7 +125,7 @@ def trials_table(trials: list[TrialRecord]) -> Table:
                  ci_low_pct=rounded(t.decision.ci_low_pct, "%"), ci_high_pct=rounded(t.decision.ci_high_pct, "%"),
                  output_throughput=rounded(t.mean, "tok/s"), launches=t.measurements,
                  best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason,
-                 critic=critic_text(t), **telemetry_cells(t.telemetry))
+                 critic=critic_text(t), slo=t.slo.short() if t.slo else "", **telemetry_cells(t.telemetry))
             for t in trials]
     return Table(columns=TRIAL_COLUMNS, rows=rows)
 
@@ -197,6 +200,29 @@ def positions_table(found: list[Position]) -> Table:
         measurement_id=p.measurement_id, kind=p.kind, fingerprint=p.fingerprint, concurrency=p.concurrency,
         output_throughput=rounded(p.output_throughput, "tok/s"), ceiling_tok_s=rounded(p.ceiling_tok_s, "tok/s"),
         of_ceiling_pct=rounded(p.of_ceiling_pct, "%"), binding=p.binding) for p in found])
+
+
+PARETO_COLUMNS = columns_of(
+    ("measurement_id", "int", "the result store's measurement id"),
+    ("config", "string", "baseline, stack, or a trial's keepers and variant"),
+    ("kind", "string", "baseline, trial, best_relaunch, validation, sweep or capacity"),
+    ("concurrency", "int", "requests in flight"),
+    ("tok_s_per_gpu", "float", "output tok/s per device serving the model"),
+    ("tok_s_per_user", "float", "1000 / TPOT p50; empty where TPOT is not per-token"),
+    ("meets_slo", "string", "yes or no under the target's SLO, that launch alone; empty without an SLO"),
+    ("on_frontier", "bool", "no other point is as good on both axes and better on one"),
+    ("recommended", "bool", "the frontier point within the SLO with the most throughput per GPU"),
+    ("why_off", "string", "why it cannot be on the frontier, when it cannot"),
+)
+
+
+def pareto_table(found: Frontier) -> Table:
+    pick = found.recommended.measurement_id if found.recommended else None
+    return Table(columns=PARETO_COLUMNS, rows=[dict(
+        measurement_id=p.measurement_id, config=p.config, kind=p.kind, concurrency=p.concurrency,
+        tok_s_per_gpu=rounded(p.tok_s_per_gpu, "tok/s"), tok_s_per_user=rounded(p.tok_s_per_user, "tok/s/user"),
+        meets_slo="" if p.meets_slo is None else ("yes" if p.meets_slo else "no"), on_frontier=p.on_frontier,
+        recommended=p.measurement_id == pick, why_off=p.why_off) for p in found.points])
 
 
 PROFILE_OP_COLUMNS = columns_of(

@@ -1,0 +1,107 @@
+"""The climb under a target's SLO: a variant that breaks it is reverted whatever its
+throughput, a baseline that breaks it is searched out of first, the rebench must meet it
+too, and each trial's row carries the verdict with its percentiles and bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperloom_assets.core.config.targets import TargetSlo
+from hyperloom_assets.core.decisions.climb import Budget, Checks, MemoryLedger, SloCheck, TrialMeasurement, climb
+from hyperloom_assets.core.measurement.measurement import RequestRecord
+from hyperloom_assets.core.measurement.metrics import latency_of
+from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.report.rendering import trials_markdown
+
+BASE = [100.0, 101.0, 99.0]
+SLO = TargetSlo(tpot_ms=30, percentile=95)
+
+
+def variant(name: str, *args: str) -> Variant:
+    return Variant(name=name, add_args=list(args), provenance="search_space", reason="test")
+
+
+BIG_BATCH = variant("big batch", "--max-num-seqs", "64")  # +60% throughput, TPOT 60 ms: breaks the SLO
+CHUNKS = variant("chunks", "--max-num-batched-tokens", "512")  # +15%, TPOT 16 ms
+SMALL_BATCH = variant("small batch", "--max-num-seqs", "8")  # -20%, TPOT 10 ms
+
+
+def latency(tpot_ms: float):
+    """One launch's 100 requests, each streamed at `tpot_ms` per token (a p95 bound needs 59)."""
+    step = tpot_ms / 1000
+    return latency_of([RequestRecord(ok=True, prompt_tokens=8, output_tokens=5, ttft_s=0.1, e2el_s=0.1 + 4 * step,
+                                     itl_s=[step] * 4) for _ in range(100)])
+
+
+def physics(base_tpot_ms: float = 20.0, rebench_tpot_ms: float | None = None):
+    """Throughput and TPOT of a config: the last knob on it decides; the rebench may read otherwise."""
+    calls = {"n": 0}
+
+    def measure(keepers: list[Variant], v: Variant | None) -> TrialMeasurement:
+        calls["n"] += 1
+        on = [*keepers, *([v] if v else [])]
+        level, tpot = 100.0, base_tpot_ms
+        for knob in on:
+            level, tpot = {"big batch": (160.0, 60.0), "chunks": (115.0, 16.0), "small batch": (80.0, 10.0)}[knob.name]
+        if v is None and rebench_tpot_ms is not None:
+            tpot = rebench_tpot_ms
+        return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0, latency=latency(tpot))
+
+    return measure, calls
+
+
+def run(plan, measure, base_tpot_ms: float = 20.0, slo: TargetSlo | None = SLO):
+    checks = Checks(slo=SloCheck(slo, latency(base_tpot_ms)) if slo else None)
+    return climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, measure, MemoryLedger(),
+                 checks=checks)
+
+
+def first_only(first: list[Variant]):
+    return lambda keepers, tried: first if not keepers else [v for v in first if v not in keepers]
+
+
+def test_the_fastest_config_that_breaks_the_slo_is_reverted_and_one_that_meets_it_kept() -> None:
+    measure, _ = physics()
+    result = run(first_only([BIG_BATCH, CHUNKS]), measure)
+    big, chunks = result.trials[0], result.trials[1]
+    assert big.outcome == "REVERT" and big.decision.reason.startswith("slo_missed: tpot_ms p95 upper bound 60 ms > 30")
+    assert big.measurements == 1 and big.decision.gain_pct > 50, "one launch decides: more can only add a worse one"
+    assert big.slo.met is False and big.slo.tpot_ms == pytest.approx(60) and big.slo.tpot_upper_ms == pytest.approx(60)
+    assert chunks.outcome == "KEEP" and chunks.slo.met is True, chunks.decision.reason
+    assert [k.name for k in result.keepers] == ["chunks"]
+
+
+def test_without_an_slo_the_fastest_config_is_kept() -> None:
+    measure, _ = physics()
+    result = run(first_only([BIG_BATCH, CHUNKS]), measure, slo=None)
+    assert result.trials[0].outcome == "KEEP" and result.trials[0].slo is None
+
+
+def test_a_baseline_that_breaks_the_slo_is_searched_out_of_first_even_at_a_throughput_loss() -> None:
+    measure, _ = physics(base_tpot_ms=45.0)
+    result = run(first_only([BIG_BATCH, SMALL_BATCH, CHUNKS]), measure, base_tpot_ms=45.0)
+    outcomes = [(t.name, t.outcome) for t in result.trials]
+    assert outcomes[:3] == [("big batch", "REVERT"), ("small batch", "KEEP"), ("chunks", "KEEP")], outcomes
+    small = result.trials[1]
+    assert small.decision.reason.startswith("slo_reached: meets the SLO the running best breaks"), small.decision.reason
+    assert small.decision.gain_pct < -15 and "a fresh launch of the stack meets the SLO too" in small.decision.reason
+    # Once inside the SLO the climb is on throughput again, among configs that meet it.
+    assert "slo_reached" not in result.trials[2].decision.reason and result.trials[2].against == "stack of 1 keeper(s)"
+
+
+def test_a_keeper_whose_fresh_launch_breaks_the_slo_is_evicted() -> None:
+    measure, _ = physics(rebench_tpot_ms=40.0)
+    result = run(first_only([CHUNKS]), measure)
+    chunks = result.trials[0]
+    assert chunks.outcome == "KEEP_UNSTABLE", chunks.decision.reason
+    assert "a fresh launch of the whole stack breaks the SLO: tpot_ms p95 upper bound 40" in chunks.decision.reason
+    assert result.keepers == []
+
+
+def test_the_trials_table_carries_each_verdict() -> None:
+    measure, _ = physics()
+    result = run(first_only([BIG_BATCH, CHUNKS]), measure)
+    text = trials_markdown(result.trials)
+    assert "| SLO |" in text
+    assert "missed at p95: TPOT 60 ms (bound 60)" in text and "met at p95: TPOT 16 ms (bound 16)" in text
+    assert "| SLO |" not in trials_markdown(run(first_only([CHUNKS]), physics()[0], slo=None).trials)
