@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.config.targets import TargetSlo, Workload
+from hyperloom_assets.core.measurement.measurement import RequestRecord
+from hyperloom_assets.core.measurement.metrics import latency_of
 from hyperloom_assets.core.measurement.telemetry import Telemetry
-from hyperloom_assets.core.planning.diagnosis import PlanEvidence, diagnose
+from hyperloom_assets.core.planning.diagnosis import PlanEvidence, SloBreach, diagnose
+from hyperloom_assets.core.planning.plan_evidence import slo_breach
 from hyperloom_assets.core.planning.planner import Tried, knob_of, plan, replan
 from hyperloom_assets.core.planning.rules import RULES_FILE, RulesError, load_rules
 from hyperloom_assets.core.planning.seed_grids import load_grids
@@ -98,7 +101,8 @@ def test_a_bad_rule_table_names_its_file_and_key(tmp_path: Path) -> None:
     raw["diagnoses"]["kv_capacity"]["boosts"]["kv_capcity"] = 10
     bad = tmp_path / "rules.yaml"
     bad.write_text(yaml.safe_dump(raw))
-    with pytest.raises(RulesError, match=r"rules.yaml: diagnoses.kv_capacity.*unknown families \['kv_capcity'\]"):
+    with pytest.raises(RulesError, match=r"rules.yaml: .*diagnoses.kv_capacity.boosts name unknown families or rules "
+                                         r"\['kv_capcity'\]"):
         load_rules(bad)
     del raw["diagnoses"]["kv_capacity"]
     bad.write_text(yaml.safe_dump(raw))
@@ -116,3 +120,51 @@ def test_under_a_diagnosis_only_the_knobs_that_act_on_it_are_combined() -> None:
     parts = joint.name.removeprefix("combined: ").split(" + ")
     assert parts and all(part.startswith(KV_FAMILY) for part in parts), parts
     assert any(v.name.startswith("max-num-seqs=") and v.expected_value >= 0 for v in variants), "the cap raise is strong"
+
+
+# A baseline that breaks its SLO: per-request latency speaks before the throughput table.
+QUEUED = SloBreach(percentile=90, ttft_ms=5200.0, tpot_p50_ms=12.0, itl_p99_ms=15.0)
+STALLED = SloBreach(percentile=90, tpot_ms=48.0, tpot_p50_ms=20.0, itl_p99_ms=180.0)
+BATCHED = SloBreach(percentile=90, tpot_ms=48.0, tpot_p50_ms=40.0, itl_p99_ms=52.0)
+CHUNKY = Workload(kind="random", isl=2048, osl=256, concurrency=64)
+
+
+@pytest.mark.parametrize("breach, expected, cited", [
+    (QUEUED, "slo_queueing", "TTFT p90 bound 5200 ms is over the SLO while TPOT holds, 20.0 requests waiting"),
+    (STALLED, "slo_prefill_interference", "ITL p99 180 ms is 9.0x the median TPOT 20 ms"),
+    (BATCHED, "slo_batch_tpot", "TPOT p90 bound 48 ms is over the SLO with even steps"),
+])
+def test_a_broken_slo_is_diagnosed_from_latency_first(breach, expected, cited) -> None:
+    found = diagnose(PlanEvidence(telemetry=AT_CAP, slo_breach=breach), 8, 64, False)
+    assert found.bottleneck == expected and cited in found.because, found
+
+
+def test_the_breach_is_judged_on_the_bound_as_the_climb_judges() -> None:
+    step = 0.04
+    records = [RequestRecord(ok=True, prompt_tokens=8, output_tokens=5, ttft_s=0.1, e2el_s=0.1 + 4 * step,
+                             itl_s=[step] * 4) for _ in range(100)]
+    latency = latency_of(records)
+    breach = slo_breach(TargetSlo(tpot_ms=30, ttft_ms=1000, percentile=90), latency)
+    assert breach.tpot_ms == pytest.approx(40.0) and breach.ttft_ms is None and breach.itl_p99_ms == pytest.approx(40.0)
+    assert slo_breach(TargetSlo(tpot_ms=50, percentile=90), latency) is None
+    assert slo_breach(None, latency) is None
+
+
+def _order(variants, prefix: str) -> int:
+    return next(i for i, v in enumerate(variants) if v.name.startswith(prefix))
+
+
+def test_each_slo_diagnosis_puts_the_knob_that_acts_on_it_first() -> None:
+    operator = ["--max-num-seqs", "64", "--max-num-batched-tokens", "8192"]
+    batched = plan("vllm", None, operator, {}, CHUNKY, PlanEvidence(slo_breach=BATCHED), set(), grids=GRIDS)
+    singles = [v for v in batched if v.provenance != "combined"]
+    lower = next(v for v in singles if v.rule == "cap_lower_slo")
+    assert singles[0].rule == "cap_lower_slo" and "diagnosis slo_batch_tpot" in lower.reason, \
+        [(v.name, v.rule) for v in singles]
+    assert int(lower.add_args[lower.add_args.index("--max-num-seqs") + 1]) < 64
+    stalled = plan("vllm", None, operator, {}, CHUNKY, PlanEvidence(slo_breach=STALLED), set(), grids=GRIDS)
+    singles = [v for v in stalled if v.provenance != "combined"]
+    assert singles[0].rule == "budget_down", [(v.name, v.rule) for v in singles]
+    queued = plan("vllm", None, ["--max-num-seqs", "16"], {}, CHUNKY, PlanEvidence(slo_breach=QUEUED), set(), grids=GRIDS)
+    singles = [v for v in queued if v.provenance != "combined"]
+    assert singles[0].rule.startswith("cap_raise"), [(v.name, v.rule) for v in singles]

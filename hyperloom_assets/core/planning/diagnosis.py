@@ -6,6 +6,11 @@ sequence cap is not reached is KV-bound, and knobs that give KV room go first; a
 running batch that sits at the cap with a queue behind it is cap-bound; and so on down
 the table in rules.yaml. Without telemetry (an engine without `/metrics`) only the
 config and the roofline speak, and the diagnosis says so.
+
+Under a target's SLO that the running best breaks, its per-request latency speaks first:
+a TTFT (or E2E) limit broken while TPOT holds is queueing for a slot; a TPOT limit broken
+with an ITL tail several times the median TPOT is prefill chunks stalling the decode
+steps; a TPOT limit broken with even steps is the batch itself.
 """
 
 from __future__ import annotations
@@ -17,13 +22,26 @@ from pydantic import Field
 from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Frozen, Strict
 
-Bottleneck = Literal["kv_capacity", "sequence_cap", "prefill", "decode_launch", "memory_bandwidth", "unknown"]
+Bottleneck = Literal["slo_queueing", "slo_prefill_interference", "slo_batch_tpot", "kv_capacity", "sequence_cap",
+                     "prefill", "decode_launch", "memory_bandwidth", "unknown"]
 
 KV_FULL_PCT = 90.0  # the most of the KV pool in use that counts as full
 QUEUE_MIN = 0.5  # mean waiting requests that count as a queue
 CAP_SATURATED = 0.9  # running mean over the cap (or the concurrency) at which the batch is full
 PREFILL_SHARE_PCT = 35.0  # share of request time in prefill from which prefill is the bottleneck
 NEAR_ROOFLINE_PCT = 80.0
+# An ITL p99 this many times the median TPOT: some decode steps waited behind a prefill chunk.
+INTERFERENCE_RATIO = 3.0
+
+
+class SloBreach(Strict):
+    """Which of the SLO's limits the running best breaks, with the figures a diagnosis cites."""
+    percentile: int
+    ttft_ms: float | None = None  # the breaking launch's 95% upper bound at the percentile, where over its limit
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    tpot_p50_ms: float
+    itl_p99_ms: float
 
 
 class PlanEvidence(Strict):
@@ -36,6 +54,7 @@ class PlanEvidence(Strict):
     moe: bool = False
     has_mtp: bool = False
     fp8_model: bool = False
+    slo_breach: SloBreach | None = None  # the running best's latency, when it breaks the target's SLO
 
     def kv_pressure(self) -> bool | None:
         """True on preemptions or a full KV cache; None without telemetry."""
@@ -72,9 +91,28 @@ def _cap_bound(t: Telemetry | None, cap: int | None, concurrency: int) -> str | 
     return None
 
 
+def _slo_bound(breach: SloBreach, t: Telemetry | None) -> Diagnosis:
+    q = breach.percentile
+    if breach.tpot_ms is not None:
+        ratio = breach.itl_p99_ms / breach.tpot_p50_ms if breach.tpot_p50_ms > 0 else 0.0
+        if ratio >= INTERFERENCE_RATIO:
+            return Diagnosis(bottleneck="slo_prefill_interference", because=(
+                f"TPOT p{q} bound {breach.tpot_ms:.4g} ms is over the SLO and the ITL p99 {breach.itl_p99_ms:.4g} ms "
+                f"is {ratio:.1f}x the median TPOT {breach.tpot_p50_ms:.4g} ms"))
+        return Diagnosis(bottleneck="slo_batch_tpot", because=(
+            f"TPOT p{q} bound {breach.tpot_ms:.4g} ms is over the SLO with even steps (ITL p99 "
+            f"{breach.itl_p99_ms:.4g} ms, {ratio:.1f}x the median TPOT)"))
+    over = f"TTFT p{q} bound {breach.ttft_ms:.4g} ms" if breach.ttft_ms is not None else \
+        f"E2E p{q} bound {breach.e2e_ms:.4g} ms"
+    waiting = f", {t.waiting_mean:.1f} requests waiting on average" if t and t.waiting_mean is not None else ""
+    return Diagnosis(bottleneck="slo_queueing", because=f"{over} is over the SLO while TPOT holds{waiting}")
+
+
 def diagnose(evidence: PlanEvidence, cap: int | None, concurrency: int, graphs_off: bool) -> Diagnosis:
     """The first bottleneck of the table that the evidence shows; `unknown` when none does."""
     t = evidence.telemetry
+    if evidence.slo_breach is not None:
+        return _slo_bound(evidence.slo_breach, t)
     found: list[tuple[Bottleneck, str | None]] = [
         ("kv_capacity", _kv_bound(t, cap, concurrency) if t else None),
         ("sequence_cap", _cap_bound(t, cap, concurrency)),

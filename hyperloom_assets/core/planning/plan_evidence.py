@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.config.targets import Target, TargetSlo
+from hyperloom_assets.core.measurement.latency import Latency
+from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
+from hyperloom_assets.core.planning.diagnosis import SloBreach
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.planning.planner import PlanEvidence, Tried, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines import speaking
@@ -35,6 +38,22 @@ def _running_best(history: Sequence[TrialRecord]) -> TrialRecord | None:
     return kept[-1] if kept else None
 
 
+def slo_breach(slo: TargetSlo | None, latency: Latency | None) -> SloBreach | None:
+    """The limits a launch breaks, judged as the climb judges them (each limit's upper bound at
+    the percentile); None without an SLO, without latency, or when none is over its limit."""
+    if slo is None or latency is None:
+        return None
+    verdict = slo_verdict(slo, [latency])
+    over = {}
+    for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        limit, upper = getattr(slo, name), getattr(verdict, name.replace("_ms", "_upper_ms"))
+        if limit is not None and upper is not None and upper > limit:
+            over[name] = upper
+    if not over:
+        return None
+    return SloBreach(percentile=slo.percentile, tpot_p50_ms=latency.tpot_ms.p50, itl_p99_ms=latency.itl_ms.p99, **over)
+
+
 def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
                   history: Sequence[TrialRecord] = ()) -> PlanEvidence:
     """What the planner knows of the running best: the baseline, or the last keeper's launch."""
@@ -45,8 +64,10 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
         telemetry = best.telemetry
         if best.mean and achieved_pct is not None:
             achieved_pct *= best.mean / baseline.measurement.output_throughput
+    # A keeper meets the SLO (decisions/climb.py), so only a baseline that breaks it is read for latency.
+    breach = slo_breach(target.slo, baseline.measurement.latency) if best is None else None
     return PlanEvidence(
-        binding=roofline.binding, achieved_pct=achieved_pct, telemetry=telemetry,
+        binding=roofline.binding, achieved_pct=achieved_pct, telemetry=telemetry, slo_breach=breach,
         sequence_cap=_sequence_cap(target, baseline.launch.evidence),
         prefix_share=prefix_share_of(target.workload, baseline.measurement.theoretical_prefix_hit_pct),
         host="cpu" if roofline.hardware.startswith("cpu") else "gpu", **model_class(shape),

@@ -184,6 +184,8 @@ def _cap_rule(proposal: Proposal, base: Base) -> str:
         return "cap_raise_to_concurrency" if new >= concurrency else "cap_raise_partial"
     if cap >= concurrency and new < cap and base.evidence.kv_pressure():
         return "cap_lower_kv_pressure"
+    if new < cap and base.diagnosis.bottleneck == "slo_batch_tpot":
+        return "cap_lower_slo"
     return "cap_other"
 
 
@@ -236,7 +238,7 @@ def scored(proposal: Proposal, base: Base) -> Variant:
     rule_id = rule_for(proposal, base)
     rule = RULES[rule_id]
     bottleneck = base.diagnosis.bottleneck
-    boost = shipped_rules().diagnoses[bottleneck].boosts.get(proposal.family, 0.0) if rule.can_act else 0.0
+    boost = shipped_rules().diagnoses[bottleneck].boost(rule_id, proposal.family) if rule.can_act else 0.0
     score = rule.score + rule.per_prefix_share * base.evidence.prefix_share + boost
     value = score * (RISKY_FACTOR if proposal.variant.accuracy_risky else 1.0)
     risk = f", x{RISKY_FACTOR:g} accuracy-risky" if proposal.variant.accuracy_risky else ""

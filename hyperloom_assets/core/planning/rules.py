@@ -1,8 +1,9 @@
 """The planner's rule table, kept as data (rules.yaml beside this module). Pure code.
 
-Loading validates with extra="forbid": a boost for a family no grid knows, a diagnosis
-the diagnosis code cannot produce or one it can produce that the table lacks is an
-error naming the file and the key.
+Loading validates with extra="forbid": a boost for a family no grid knows (or a rule the
+table lacks), a diagnosis the diagnosis code cannot produce or one it can produce that
+the table lacks is an error naming the file and the key. A boost keyed by a rule id acts
+on that rule alone (a direction of a knob: `budget_down`), and wins over its family's.
 """
 
 from __future__ import annotations
@@ -31,14 +32,10 @@ class Rule(Frozen):
 
 class DiagnosisRules(Frozen):
     text: str
-    boosts: dict[str, float] = {}  # family -> added score while this diagnosis holds
+    boosts: dict[str, float] = {}  # family (or rule id) -> added score while this diagnosis holds
 
-    @model_validator(mode="after")
-    def _known_families(self) -> DiagnosisRules:
-        unknown = sorted(set(self.boosts) - FAMILIES)
-        if unknown:
-            raise ValueError(f"boosts name unknown families {unknown}; known: {', '.join(sorted(FAMILIES))}")
-        return self
+    def boost(self, rule_id: str, family: str) -> float:
+        return self.boosts.get(rule_id, self.boosts.get(family, 0.0))
 
 
 class CombineRules(Frozen):
@@ -58,6 +55,11 @@ class RuleTable(Frozen):
         expected = set(get_args(Bottleneck))
         if set(self.diagnoses) != expected:
             raise ValueError(f"diagnoses must be exactly {sorted(expected)}, got {sorted(self.diagnoses)}")
+        for name, diagnosis in self.diagnoses.items():
+            unknown = sorted(set(diagnosis.boosts) - FAMILIES - set(self.rules))
+            if unknown:
+                raise ValueError(f"diagnoses.{name}.boosts name unknown families or rules {unknown}; "
+                                 f"families: {', '.join(sorted(FAMILIES))}")
         if "combined" not in self.rules:
             raise ValueError("rules must hold `combined`, the rule of the variant that moves several knobs at once")
         return self
