@@ -8,6 +8,7 @@ baseline once for it (the stack is the baseline's config, and its capacity the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from hyperloom_assets.core.config.targets import Target
@@ -51,10 +52,19 @@ def measure_capacity(context, target: Target, host: Host, bench: BenchmarkClient
         return verdict.met, verdict.why
 
     try:
-        return find_capacity(meets, start, unit)
+        return find_capacity(meets, start, unit, slo.capacity_probes)
     except (ServerError, BenchInputError) as exc:
         context.log.warning("capacity at the SLO of the %s failed: %s", config, str(exc).splitlines()[0])
         return None
+
+
+def capacity_after_rounds(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+                          baseline: BaselineResult, spec: ServerSpec, folder: Path, config: str,
+                          found: dict[str, Capacity | None]) -> Callable[[LaunchRecord], None]:
+    """A validation server's capacity search once its rounds are over, into `found[config]`."""
+    def measure(launch: LaunchRecord) -> None:
+        found[config] = measure_capacity(context, target, host, bench, store, baseline, spec, launch, folder, config)
+    return measure
 
 
 def capacity_result(target: Target, baseline: Capacity | None, stack: Capacity | None) -> CapacityAtSlo:
@@ -63,4 +73,6 @@ def capacity_result(target: Target, baseline: Capacity | None, stack: Capacity |
                          baseline_probes=baseline.probes if baseline else [],
                          stack_probes=stack.probes if stack else [],
                          at_ceiling=[side for side, c in (("baseline", baseline), ("stack", stack))
-                                     if c is not None and c.at_ceiling])
+                                     if c is not None and c.at_ceiling],
+                         baseline_broke_at=baseline.broke_at if baseline else None,
+                         stack_broke_at=stack.broke_at if stack else None)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from hyperloom_assets.assets.capacity import capacity_result, measure_capacity
+from hyperloom_assets.assets.capacity import capacity_after_rounds, capacity_result, measure_capacity
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
 from hyperloom_assets.assets.recipes import file_keepers
 from hyperloom_assets.assets.stops import recorded_stops
@@ -77,8 +77,9 @@ def sweep_after_rounds(context, host: Host, bench: BenchmarkClient, store: Resul
 def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
                    baseline: BaselineResult, keepers: list[Variant],
                    label_prefix: str = "validate", tree_commit: str | None = None,
-                   sweep_ladder: list[int] | None = None) -> Validation:
-    """Base, stack, base, stack on fresh servers; the last pair sweeps `sweep_ladder` after its rounds.
+                   sweep_ladder: list[int] | None = None, find_capacity: bool = False) -> Validation:
+    """Base, stack, base, stack on fresh servers; the last pair sweeps `sweep_ladder` after its rounds,
+    then (`find_capacity`, an SLO target's) finds each side's capacity within the SLO.
 
     A tree target serves the base at the run's base commit and the stack at `tree_commit`.
     """
@@ -100,10 +101,9 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
             if sweep_ladder and pair == VALIDATION_PAIRS:
                 after.append(sweep_after_rounds(context, host, bench, store, baseline, spec, folder, config,
                                                 sweep_ladder, rows, failed))
-            if target.slo is not None and label_prefix == "validate" and pair == VALIDATION_PAIRS:
-                after.append(lambda launch, spec=spec, folder=folder, config=config: done.capacity.update(
-                    {config: measure_capacity(context, target, host, bench, store, baseline, spec, launch, folder,
-                                              config)}))
+            if find_capacity and pair == VALIDATION_PAIRS:  # after the sweep, on the same server
+                after.append(capacity_after_rounds(context, target, host, bench, store, baseline, spec, folder, config,
+                                                   done.capacity))
             measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
                                        kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
                                        run_id=context.run.run_id, context_key=baseline.context_key,
@@ -117,6 +117,10 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
     if sweep_ladder and not failed:
         done.sweep_rows = rows
     return done
+
+
+def _capacity_asked(target: Target) -> bool:
+    return target.slo is not None and target.slo.capacity_probes > 0
 
 
 def _in_turn(steps: list):
@@ -163,9 +167,11 @@ def _stored_capacity(stored: dict | None) -> dict[str, Capacity | None]:
     if not stored:
         return {}
     known = CapacityAtSlo.model_validate(stored)
-    return {side: Capacity(load=load, unit=known.unit, probes=probes, at_ceiling=side in known.at_ceiling)
-            for side, load, probes in (("baseline", known.baseline, known.baseline_probes),
-                                       ("stack", known.stack, known.stack_probes)) if load is not None}
+    return {side: Capacity(load=load, unit=known.unit, probes=probes, at_ceiling=side in known.at_ceiling,
+                           broke_at=broke)
+            for side, load, probes, broke in (("baseline", known.baseline, known.baseline_probes, known.baseline_broke_at),
+                                              ("stack", known.stack, known.stack_probes, known.stack_broke_at))
+            if load is not None}
 
 
 def release_check(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
@@ -214,7 +220,8 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
                        sweep_rows=validation.sweep_rows, stack_latency=latencies,
                        slo=slo_verdict(target.slo, latencies) if target.slo else None,
                        capacity_at_slo=capacity_result(target, validation.capacity.get("baseline"),
-                                                       validation.capacity.get("stack")) if target.slo else None)
+                                                       validation.capacity.get("stack"))
+                       if _capacity_asked(target) else None)
 
 
 def build_stack_asset(partitions: dg.PartitionsDefinition):
@@ -237,8 +244,9 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
                                  "context by run %s", validated_in)
             elif accepted_patches.keepers:
                 validation = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
-                                            tree_commit=accepted_patches.tree_commit, sweep_ladder=ladder)
-            elif target.slo is not None:
+                                            tree_commit=accepted_patches.tree_commit, sweep_ladder=ladder,
+                                            find_capacity=_capacity_asked(target))
+            elif _capacity_asked(target):
                 validation.capacity = baseline_capacity(context, target, host, bench, store, baseline)
             result = stack_result(target, baseline, trials, accepted_patches, validation, context.run.run_id, ladder,
                                   validated_in)
@@ -264,7 +272,8 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "recipes_filed": len(filed),
             **({"slo": dg.MetadataValue.json(result.slo.model_dump(mode="json"))} if result.slo else {}),
             **({"capacity_at_slo": dg.MetadataValue.json(result.capacity_at_slo.model_dump(
-                mode="json", include={"baseline", "stack", "unit", "at_ceiling"}))} if result.capacity_at_slo else {}),
+                mode="json", include={"baseline", "stack", "unit", "at_ceiling", "baseline_broke_at",
+                                      "stack_broke_at"}))} if result.capacity_at_slo else {}),
         })
         yield validated_gain_interval_excludes_zero(result)
 

@@ -64,8 +64,8 @@ SPACE = {"args": {"--max-num-seqs": [32, 64], "--max-num-batched-tokens": [512]}
 TIGHT = {"engine": "sim", "model": str(SIM_MODEL),
          "server_args": ["--gpu", "H100", "--time-scale", "10", "--max-num-seqs", "16"],
          "workload": {"kind": "random", "isl": 1024, "osl": 32, "concurrency": 64, "num_prompts": 192},
-         "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "profile": False, "sweep_concurrencies": [64],
-         "search_space": SPACE, "slo": {"tpot_ms": 25, "ttft_ms": 5000, "percentile": 95}}
+         "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "profile": False, "sweep_concurrencies": [16],
+         "search_space": SPACE, "slo": {"tpot_ms": 25, "ttft_ms": 5000, "percentile": 95, "capacity_probes": 4}}
 
 
 def predicted(args: list[str]) -> tuple[float, float]:
@@ -106,8 +106,8 @@ def test_only_configs_within_the_slo_are_kept_and_the_stack_is_near_the_best_of_
     capacity = stack.metadata["capacity_at_slo"].value
     assert capacity["unit"] == "concurrency" and capacity["at_ceiling"] == [], capacity
     assert 0 < capacity["baseline"] < 256 and 0 < capacity["stack"] < 256, capacity
-    assert f"the baseline serves {capacity['baseline']:g} concurrent streams within it, the stack " \
-           f"{capacity['stack']:g} (+" in report_text, report_text
+    assert f"the baseline serves {capacity['baseline']:g} concurrent streams within it" in report_text, report_text
+    assert f"the stack {capacity['stack']:g}" in report_text, report_text
     # Every measurement on one plane, the trials that broke the SLO and the capacity probes included;
     # the pick is the frontier's most throughput per GPU within the SLO.
     pick = report.metadata["recommended"].value

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from hyperloom_assets.core.report.markdown import capacity_text
 from hyperloom_assets.core.measurement.capacity import (
     CEILING_FACTOR,
-    MAX_PROBES,
     CapacityAtSlo,
     find_capacity,
     probe_prompts,
 )
+
+
+MAX_PROBES = 7
 
 
 def limit_at(capacity: float):
@@ -22,7 +25,7 @@ def limit_at(capacity: float):
 
 @pytest.mark.parametrize("true, start", [(37, 16), (16, 16), (5, 16), (60, 16)])
 def test_concurrency_is_found_within_the_resolution_from_above_and_below(true, start) -> None:
-    found = find_capacity(limit_at(true), start, "concurrency")
+    found = find_capacity(limit_at(true), start, "concurrency", MAX_PROBES)
     assert found.load <= true, found
     assert found.load >= true * 0.875 - 1, found
     assert len(found.probes) <= MAX_PROBES and found.probes[0].load == start
@@ -31,24 +34,33 @@ def test_concurrency_is_found_within_the_resolution_from_above_and_below(true, s
 
 
 def test_a_config_that_breaks_the_slo_even_at_one_stream_has_no_capacity() -> None:
-    found = find_capacity(limit_at(0), 4, "concurrency")
+    found = find_capacity(limit_at(0), 4, "concurrency", MAX_PROBES)
     assert found.load == 0 and [p.load for p in found.probes] == [4, 2, 1]
 
 
 def test_a_config_that_meets_it_at_the_ceiling_is_a_lower_bound() -> None:
-    found = find_capacity(limit_at(10_000), 8, "concurrency")
+    found = find_capacity(limit_at(10_000), 8, "concurrency", MAX_PROBES)
     assert found.load == CEILING_FACTOR * 8 and found.at_ceiling is True
     assert [p.load for p in found.probes] == [8, 16, 32]
 
 
 def test_request_rate_is_bisected_as_a_real_number() -> None:
-    found = find_capacity(limit_at(3.3), 2.0, "request_rate")
+    found = find_capacity(limit_at(3.3), 2.0, "request_rate", MAX_PROBES)
     assert 3.3 * 0.875 <= found.load <= 3.3 and found.unit == "request_rate"
     assert [p.load for p in found.probes][:3] == [2.0, 4.0, 3.0]
 
 
+def test_a_spent_budget_says_where_it_broke() -> None:
+    found = find_capacity(limit_at(37), 16, "concurrency", 4)
+    assert [p.load for p in found.probes] == [16, 32, 64, 48] and found.load == 32 and found.broke_at == 48
+    text = capacity_text(CapacityAtSlo(baseline=found.load, stack=None, unit="concurrency",
+                                       baseline_broke_at=found.broke_at))
+    assert text == "Capacity at the SLO: the baseline serves 32 concurrent streams within it (48 broke it), the stack " \
+                   "not measured."
+
+
 def test_probe_rounds_carry_enough_requests_for_the_bound() -> None:
-    assert probe_prompts(4, "concurrency", 99, 10) == 299 and probe_prompts(64, "concurrency", 90, 10) == 192
+    assert probe_prompts(4, "concurrency", 99, 10) == 299 and probe_prompts(64, "concurrency", 90, 10) == 128
     assert probe_prompts(2.0, "request_rate", 95, 200) == 200 and probe_prompts(2.0, "request_rate", 95, 10) == 59
 
 

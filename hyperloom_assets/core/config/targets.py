@@ -41,6 +41,8 @@ class Slo(Strict):
 class TargetSlo(Slo):
     """The operator's latency SLO: each set limit holds at `percentile` of a launch's requests."""
     percentile: Literal[90, 95, 99] = 99
+    # Rounds per side (baseline, stack) the capacity search may spend; 0 skips it.
+    capacity_probes: int = Field(default=6, ge=0, le=20)
 
     @model_validator(mode="after")
     def _some_limit(self) -> TargetSlo:

@@ -6,7 +6,7 @@ that is up, judged by slo_verdict.py on that round's requests alone. Latency is 
 grow with load: from the target's own load the search doubles while the SLO holds (up to
 CEILING_FACTOR times it) or halves while it breaks, then bisects between the highest
 load that met and the lowest that broke, until they are within RESOLUTION of each other
-or MAX_PROBES rounds are spent. Every probe lies between the highest load that met and the
+or the SLO's `capacity_probes` rounds are spent (the answer then says where it broke). Every probe lies between the highest load that met and the
 lowest that broke, so a noisy probe only moves one of the two: the answer is the highest
 load seen to meet the SLO, all of them below the lowest seen to break it.
 """
@@ -22,9 +22,8 @@ from hyperloom_assets.core.models import Strict
 
 Unit = Literal["concurrency", "request_rate"]
 CEILING_FACTOR = 4  # the search stops doubling here: "at least this much" is said as such
-MAX_PROBES = 7
 RESOLUTION = 0.125  # stop when the lowest load that broke is within this share above the highest that met
-PROBE_WAVES = 3  # a concurrency probe's prompts: this many waves of the load, at least a bound's worth
+PROBE_WAVES = 2  # a concurrency probe's prompts: this many waves of the load, at least a bound's worth
 
 
 class Probe(Strict):
@@ -39,6 +38,7 @@ class Capacity(Strict):
     unit: Unit
     probes: list[Probe]
     at_ceiling: bool  # met at the highest load the search may probe: the capacity is at least `load`
+    broke_at: float | None = None  # the lowest load probed that broke the SLO
 
 
 class CapacityAtSlo(Strict):
@@ -49,6 +49,8 @@ class CapacityAtSlo(Strict):
     baseline_probes: list[Probe] = []
     stack_probes: list[Probe] = []
     at_ceiling: list[str] = []  # the sides whose capacity is a lower bound
+    baseline_broke_at: float | None = None  # the lowest load that broke it, each side
+    stack_broke_at: float | None = None
 
     def gain_pct(self) -> float | None:
         if not self.baseline or self.stack is None:
@@ -72,25 +74,25 @@ def _next_load(low: float, high: float | None, ceiling: float, unit: Unit) -> fl
     return middle
 
 
-def find_capacity(meets: Callable[[float], tuple[bool, str]], start: float, unit: Unit) -> Capacity:
-    """Bisect on `meets(load)` -> (met, why) from the target's own load `start`."""
+def find_capacity(meets: Callable[[float], tuple[bool, str]], start: float, unit: Unit, max_probes: int) -> Capacity:
+    """Bisect on `meets(load)` -> (met, why) from the target's own load `start`, in `max_probes` rounds at most."""
     ceiling = CEILING_FACTOR * start
     low, high = 0.0, None  # the highest load that met, the lowest that broke
     probes: list[Probe] = []
     load: float | None = start
-    while load is not None and len(probes) < MAX_PROBES:
+    while load is not None and len(probes) < max_probes:
         met, why = meets(load)
         probes.append(Probe(load=load, met=met, why=why))
         if met:
-            low = max(low, load)
+            low = load  # every probe lies above the highest load that met
         else:
-            high = load if high is None else min(high, load)
+            high = load  # and below the lowest that broke
         if low == 0.0:
-            smallest = 1 if unit == "concurrency" else start / 2 ** MAX_PROBES
+            smallest = 1 if unit == "concurrency" else start / 2 ** max_probes
             load = None if high <= smallest else (max(1, math.floor(high / 2)) if unit == "concurrency" else high / 2)
         else:
             load = _next_load(low, high, ceiling, unit)
-    return Capacity(load=low, unit=unit, probes=probes, at_ceiling=high is None and low >= ceiling)
+    return Capacity(load=low, unit=unit, probes=probes, at_ceiling=high is None and low >= ceiling, broke_at=high)
 
 
 def probe_prompts(load: float, unit: Unit, percentile: int, contract_prompts: int) -> int:

@@ -105,19 +105,20 @@ def slo_text(slo: TargetSlo, baseline: SloVerdict, final: SloVerdict | None) -> 
 
 
 def capacity_text(capacity: CapacityAtSlo) -> str:
-    """The headline's sentence: each side's capacity within the SLO, and the stack's gain on it."""
+    """The headline's sentence: each side's capacity within the SLO, where it broke, and the stack's gain."""
     noun = "concurrent streams" if capacity.unit == "concurrency" else "requests/s"
 
     def side(value: float | None, name: str) -> str:
-        if value is None:
-            return "not measured"
-        floor = "at least " if name in capacity.at_ceiling else ""
-        return f"{floor}{value:g}"
+        return "not measured" if value is None else f"{'at least ' if name in capacity.at_ceiling else ''}{value:g}"
+
+    def broke(load: float | None) -> str:
+        return f" ({load:g} broke it)" if load is not None else ""
 
     gain = capacity.gain_pct()
-    more = f" ({gain:+.0f}%)" if gain is not None else ""
-    return (f"Capacity at the SLO: the baseline serves {side(capacity.baseline, 'baseline')} {noun} within it, "
-            f"the stack {side(capacity.stack, 'stack')}{more}.")
+    more = f", {gain:+.0f}%" if gain is not None else ""
+    return (f"Capacity at the SLO: the baseline serves {side(capacity.baseline, 'baseline')} {noun} within it"
+            f"{broke(capacity.baseline_broke_at)}, the stack {side(capacity.stack, 'stack')}"
+            f"{broke(capacity.stack_broke_at)}{more}.")
 
 
 def launches_text(launches: dict[str, int]) -> str:
