@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.results import start_run, write_results  # noqa: E402
-from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.ledger import MemoryLedger  # noqa: E402
 from hyperloom_assets.core.decisions.history import prior_from  # noqa: E402
 from hyperloom_assets.core.measurement.stats import LaunchNoise  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402

@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.support.peers import running_server, vllm_server_argv  # noqa: E402
 from benchmarks.support.results import RunStart, start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
-from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb  # noqa: E402
+from hyperloom_assets.core.decisions.ledger import MemoryLedger  # noqa: E402
 from hyperloom_assets.core.decisions.rule import Outcome  # noqa: E402
 from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402

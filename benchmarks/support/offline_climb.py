@@ -21,12 +21,12 @@ from hyperloom_assets.core.config.targets import Target, Workload
 from hyperloom_assets.core.decisions.climb import (
     Budget,
     ClimbResult,
-    MemoryLedger,
     TrialMeasurement,
     TrialRecord,
     climb,
     launched_changes,
 )
+from hyperloom_assets.core.decisions.ledger import MemoryLedger
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement

@@ -105,12 +105,18 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
     return final_report
 
 
+def run_rows(stored: list[dict], baseline: BaselineResult, trials: TrialsResult) -> list[dict]:
+    """The stored measurements this report draws on: its context's from its baseline on, and
+    the replayed trials' own (measured by an earlier run)."""
+    replayed = {i for t in trials.climb.trials if t.replayed for i in t.measurement_ids + t.best_measurement_ids}
+    return report_rows(stored, baseline.context_key, baseline.measurement_id, replayed)
+
+
 def report_checks(store: ResultStore, target: Target, baseline: BaselineResult, roofline: RooflineResult,
                   trials: TrialsResult, path: Path) -> list[dg.AssetCheckResult]:
     """The report's checks, from what was written to disk and what the store holds."""
     stored = store.measurements(baseline.target)
-    replayed = {i for t in trials.climb.trials if t.replayed for i in t.measurement_ids + t.best_measurement_ids}
-    rows = report_rows(stored, baseline.context_key, baseline.measurement_id, replayed)
+    rows = run_rows(stored, baseline, trials)
     hardware = getattr(roofline, "hardware", None)  # a roofline stored by an older hyperloom has none
     if hardware is None:
         ceilings = roofline_unavailable("the stored roofline predates recording its hardware; materialize roofline again")
@@ -140,11 +146,9 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
     waterfall = plot_gains_waterfall(baseline.measurement, keeper_steps(trials.climb.trials), validated,
                                      folder / "gains_waterfall.png")
     position = plot_roofline_position(roofline.roofline, roofline.achieved, after, folder / "roofline_position.png")
-    replayed = {i for t in trials.climb.trials if t.replayed for i in t.measurement_ids + t.best_measurement_ids}
     hardware = getattr(roofline, "hardware", None)
-    pareto = frontier(report_rows(stored, baseline.context_key, baseline.measurement_id, replayed),
-                      baseline.launch.argv, config_names(trials.climb.trials), hardware.devices if hardware else 1,
-                      target.slo)
+    pareto = frontier(run_rows(stored, baseline, trials), baseline.launch.argv, config_names(trials.climb.trials),
+                      hardware.devices if hardware else 1, target.slo)
     pareto_plot = plot_pareto(pareto, folder / "pareto_frontier.png")
     warnings = measurement_warnings("baseline", baseline.measurement) + list(roofline.warnings)
     warnings += [f"stack flag conflict: {c}" for c in stack.conflicts]

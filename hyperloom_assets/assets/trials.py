@@ -24,13 +24,13 @@ from hyperloom_assets.core.decisions.climb import (
     OVERTIME,
     Budget,
     Checks,
-    Look,
     SloCheck,
     TrialMeasurement,
     TrialRecord,
     climb,
     launched_changes,
 )
+from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
 from hyperloom_assets.core.engines.registry import engine_for, speaking

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hyperloom_assets.core.decisions.climb import OVERTIME, Budget, Look, MemoryLedger, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.core.decisions.climb import OVERTIME, Budget, TrialMeasurement, TrialRecord, climb
+from hyperloom_assets.core.decisions.ledger import MemoryLedger
+from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.planning.variants import Variant
 
 BASE = [100.0, 101.0, 99.0]

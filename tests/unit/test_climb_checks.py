@@ -3,7 +3,8 @@ launch, and a risky winner must pass the accuracy gate (failing closed)."""
 
 from __future__ import annotations
 
-from hyperloom_assets.core.decisions.climb import Budget, Checks, MemoryLedger, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.climb import Budget, Checks, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.ledger import MemoryLedger
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.patches.patch import parse_patch
 from hyperloom_assets.core.planning.fingerprints import variant_fingerprint

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from hyperloom_assets.core.config.targets import TargetSlo
-from hyperloom_assets.core.decisions.climb import Budget, Checks, MemoryLedger, SloCheck, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.climb import Budget, Checks, SloCheck, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.ledger import MemoryLedger
 from hyperloom_assets.core.measurement.measurement import RequestRecord
 from hyperloom_assets.core.measurement.metrics import latency_of
 from hyperloom_assets.core.planning.variants import Variant

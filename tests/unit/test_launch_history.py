@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hyperloom_assets.core.decisions.climb import Budget, MemoryLedger, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.ledger import MemoryLedger
 from hyperloom_assets.core.decisions.history import HISTORY_MIN_DOF, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import MAX_MEASUREMENTS, MAX_MEASUREMENTS_WITH_HISTORY, decide_trial
 from hyperloom_assets.core.measurement.stats import LaunchNoise, launch_gain_interval, pooled_launch_noise

@@ -2,14 +2,9 @@
 
 The `trials` asset supplies two callbacks, `plan` (the planner on top of the current
 stack) and `measure` (one launch of the stack plus a variant, or of the stack alone when
-the variant is None, through the resources), and a Ledger: trials (`recall`/`remember`)
-keyed by the trial fingerprint within the run's context, so re-executing a run replays
-recorded trials instead of measuring them again, and each launch of a trial as it
-finishes (`recall_looks`/`remember_look`), so a run killed mid-trial resumes that trial
-from its recorded launches and measures only what was interrupted. The ledger is told of
-each launch and trial as it is done (`on_look`/`on_trial`). Replay is
-exact because the climb is deterministic given its measurements: the same launches in
-the same order lead it to ask for the same next launch.
+the variant is None, through the resources), and a Ledger (ledger.py) that replays what a
+run already measured. Replay is exact because the climb is deterministic given its
+measurements: the same launches in the same order lead it to ask for the same next launch.
 
 Evidence is kept per launch (stats.Launches). A variant that needs review is launched
 again with the running best re-launched beside it, so both sides carry launch-to-launch
@@ -31,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from hyperloom_assets.core.decisions.rule import (
     Decision,
@@ -57,7 +52,8 @@ from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launc
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.decisions.trial_record import Look, TrialMeasurement, TrialRecord
+from hyperloom_assets.core.decisions.ledger import Launcher, Ledger, MeasureFn
+from hyperloom_assets.core.decisions.trial_record import TrialMeasurement, TrialRecord
 from hyperloom_assets.core.proposer.critic_rules import Review
 
 BASELINE = "baseline"  # the evidence key of the operator's config
@@ -90,7 +86,6 @@ class ClimbResult(Strict):
 
 
 PlanFn = Callable[[list[Variant], set[str]], list[Variant]]
-MeasureFn = Callable[[list[Variant], Variant | None], TrialMeasurement]  # None: the stack alone
 # (keepers, variant) -> why its source patch does not apply to the running best, or None (before any launch)
 AdmitFn = Callable[[list[Variant], Variant], "str | None"]
 # (keepers, variant) -> (verdict, why): the accuracy gate on a risky variant that won on throughput
@@ -98,55 +93,6 @@ GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
 # (keepers, variant) -> the critic's review of a planned patch, before `git apply` (a model's
 # proposal was reviewed when it was proposed)
 ReviewFn = Callable[[list[Variant], Variant], Review]
-
-
-class Ledger(Protocol):
-    """Where the climb's trials and launches are kept, and who is told of each as it is done."""
-
-    def recall(self, fingerprint: str) -> TrialRecord | None:
-        """The trial recorded under a fingerprint, replayed instead of measured."""
-
-    def remember(self, record: TrialRecord) -> None: ...
-
-    def recall_looks(self, fingerprint: str) -> list[Look]:
-        """A trial's recorded launches, for a trial a killed run left unfinished."""
-
-    def remember_look(self, look: Look) -> None: ...
-
-    def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None: ...
-
-    def on_trial(self, record: TrialRecord) -> None: ...
-
-
-class MemoryLedger:
-    """A ledger in memory, telling no one: what a climb outside the assets keeps.
-
-    `looks` may be shared with another ledger, as a run killed mid-trial and its re-execution
-    share the store; `finished` receives each trial as it is done.
-    """
-
-    def __init__(self, looks: list[Look] | None = None, finished: list[TrialRecord] | None = None):
-        self.records: dict[str, TrialRecord] = {}
-        self.looks = [] if looks is None else looks
-        self.finished = [] if finished is None else finished
-
-    def recall(self, fingerprint: str) -> TrialRecord | None:
-        return self.records.get(fingerprint)
-
-    def remember(self, record: TrialRecord) -> None:
-        self.records[record.fingerprint] = record
-
-    def recall_looks(self, fingerprint: str) -> list[Look]:
-        return [look for look in self.looks if look.trial == fingerprint]
-
-    def remember_look(self, look: Look) -> None:
-        self.looks.append(look)
-
-    def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None:
-        pass
-
-    def on_trial(self, record: TrialRecord) -> None:
-        self.finished.append(record)
 
 
 class SloCheck(NamedTuple):
@@ -175,30 +121,6 @@ def gain_pct(launches: Launches, anchor: Launches) -> float:
     return launch_gain_interval(launches, anchor)[0]
 
 
-class _Launcher:
-    """A trial's launches in order: those the ledger holds are replayed, the rest measured.
-
-    A recorded look is replayed only where it has the role asked for; its config is then
-    the one asked for too (the keepers before a trial are fixed by the trials before it).
-    """
-
-    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, ledger: Ledger):
-        self.trial, self.trial_index, self.name = trial, index, name
-        self.measure, self.ledger = measure, ledger
-        self.recorded = {look.index: look for look in ledger.recall_looks(trial)}
-        self.count = 0
-
-    def __call__(self, role: str, keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
-        self.count += 1
-        look = self.recorded.get(self.count)
-        replayed = look is not None and look.role == role
-        if not replayed:
-            look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant))
-            self.ledger.remember_look(look)
-        self.ledger.on_look(self.trial_index, self.name, look, replayed)
-        return look.measurement
-
-
 class _Judged(Strict):
     decision: Decision
     looks: int = 0  # launches of the variant, failed ones included
@@ -224,7 +146,7 @@ class _SloState(NamedTuple):
 
 
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
-           baseline_measuring_s: float, launch: _Launcher, prior: LaunchNoise | None = None,
+           baseline_measuring_s: float, launch: Launcher, prior: LaunchNoise | None = None,
            slo: _SloState | None = None) -> _Judged:
     """Measure until decided: NEEDS_REVIEW is measured again, at most max_looks(prior) times.
 
@@ -280,7 +202,7 @@ def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: _SloState) -> b
     return False
 
 
-def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: _Launcher,
+def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Launcher,
              slo: _SloState | None = None) -> None:
     """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP
     (under an SLO: meet it; and gain on throughput unless the KEEP was for meeting it)."""
@@ -362,7 +284,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
             record = record.model_copy(update={"index": len(trials) + 1, "replayed": True})
         else:
             others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
-            launch = _Launcher(fingerprint, len(trials) + 1, variant.name, measure, ledger)
+            launch = Launcher(fingerprint, len(trials) + 1, variant.name, measure, ledger)
             slo = _SloState(checks.slo, best_meets) if checks.slo else None
             record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
                                     baseline_measuring_s, launch, checks, prior, slo)
@@ -380,7 +302,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
-                   others: list[Launches], baseline_measuring_s: float, launch: _Launcher,
+                   others: list[Launches], baseline_measuring_s: float, launch: Launcher,
                    checks: Checks, prior: LaunchNoise | None = None, slo: _SloState | None = None) -> TrialRecord:
     against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
     review = checks.review(keepers, variant) if checks.review and variant.patches and variant.llm is None else None

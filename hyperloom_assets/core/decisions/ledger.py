@@ -1,0 +1,92 @@
+"""Where the climb keeps what it measured, so a run is never measured twice. Pure code.
+
+A Ledger holds trials (`recall`/`remember`) keyed by the trial fingerprint within the run's
+context, so re-executing a run replays recorded trials instead of measuring them again,
+and each launch of a trial as it finishes (`recall_looks`/`remember_look`), so a run
+killed mid-trial resumes that trial from its recorded launches and measures only what was
+interrupted. It is told of each launch and trial as it is done (`on_look`/`on_trial`).
+The `trials` asset keeps it in the result store; MemoryLedger keeps it in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from hyperloom_assets.core.decisions.trial_record import Look, TrialMeasurement, TrialRecord
+from hyperloom_assets.core.planning.variants import Variant
+
+MeasureFn = Callable[[list[Variant], Variant | None], TrialMeasurement]  # None: the stack alone
+
+
+class Ledger(Protocol):
+    """Where the climb's trials and launches are kept, and who is told of each as it is done."""
+
+    def recall(self, fingerprint: str) -> TrialRecord | None:
+        """The trial recorded under a fingerprint, replayed instead of measured."""
+
+    def remember(self, record: TrialRecord) -> None: ...
+
+    def recall_looks(self, fingerprint: str) -> list[Look]:
+        """A trial's recorded launches, for a trial a killed run left unfinished."""
+
+    def remember_look(self, look: Look) -> None: ...
+
+    def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None: ...
+
+    def on_trial(self, record: TrialRecord) -> None: ...
+
+
+class MemoryLedger:
+    """A ledger in memory, telling no one: what a climb outside the assets keeps.
+
+    `looks` may be shared with another ledger, as a run killed mid-trial and its re-execution
+    share the store; `finished` receives each trial as it is done.
+    """
+
+    def __init__(self, looks: list[Look] | None = None, finished: list[TrialRecord] | None = None):
+        self.records: dict[str, TrialRecord] = {}
+        self.looks = [] if looks is None else looks
+        self.finished = [] if finished is None else finished
+
+    def recall(self, fingerprint: str) -> TrialRecord | None:
+        return self.records.get(fingerprint)
+
+    def remember(self, record: TrialRecord) -> None:
+        self.records[record.fingerprint] = record
+
+    def recall_looks(self, fingerprint: str) -> list[Look]:
+        return [look for look in self.looks if look.trial == fingerprint]
+
+    def remember_look(self, look: Look) -> None:
+        self.looks.append(look)
+
+    def on_look(self, trial_index: int, variant_name: str, look: Look, replayed: bool) -> None:
+        pass
+
+    def on_trial(self, record: TrialRecord) -> None:
+        self.finished.append(record)
+
+
+class Launcher:
+    """A trial's launches in order: those the ledger holds are replayed, the rest measured.
+
+    A recorded look is replayed only where it has the role asked for; its config is then
+    the one asked for too (the keepers before a trial are fixed by the trials before it).
+    """
+
+    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, ledger: Ledger):
+        self.trial, self.trial_index, self.name = trial, index, name
+        self.measure, self.ledger = measure, ledger
+        self.recorded = {look.index: look for look in ledger.recall_looks(trial)}
+        self.count = 0
+
+    def __call__(self, role: str, keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
+        self.count += 1
+        look = self.recorded.get(self.count)
+        replayed = look is not None and look.role == role
+        if not replayed:
+            look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant))
+            self.ledger.remember_look(look)
+        self.ledger.on_look(self.trial_index, self.name, look, replayed)
+        return look.measurement
