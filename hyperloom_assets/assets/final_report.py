@@ -144,7 +144,7 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
     validated = (Step(label="validated stack", gain_pct=stack.validated_gain_pct, ci_low_pct=stack.validated_gain_ci_low,
                       ci_high_pct=stack.validated_gain_ci_high) if stack.validated else None)
     waterfall = plot_gains_waterfall(baseline.measurement, keeper_steps(trials.climb.trials), validated,
-                                     folder / "gains_waterfall.png")
+                                     folder / "gains_waterfall.png", target.objective)
     position = plot_roofline_position(roofline.roofline, roofline.achieved, after, folder / "roofline_position.png")
     hardware = getattr(roofline, "hardware", None)
     pareto = frontier(run_rows(stored, baseline, trials), baseline.launch.argv, config_names(trials.climb.trials),
@@ -177,6 +177,7 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
         slo=" ".join([slo_text(target.slo, slo_verdict(target.slo, [baseline.measurement.latency]), stack.slo),
                       *([capacity_text(stack.capacity_at_slo)] if stack.capacity_at_slo else [])])
         if target.slo else None,
+        objective=target.objective, baseline_goodput=baseline.measurement.goodput, final_goodput=stack.final_goodput,
     )
 
 

@@ -19,10 +19,11 @@ from hyperloom_assets.assets.capacity import capacity_after_rounds, capacity_res
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
 from hyperloom_assets.assets.recipes import file_keepers
 from hyperloom_assets.assets.stops import recorded_stops
-from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.config.targets import Objective, Target
 from hyperloom_assets.core.decisions.rule import validated_gain
 from hyperloom_assets.core.measurement.capacity import Capacity, CapacityAtSlo
 from hyperloom_assets.core.measurement.latency import Latency
+from hyperloom_assets.core.measurement.objective import goodputs_if_measured
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
@@ -47,8 +48,10 @@ VALIDATION_PAIRS = 2
 
 class Validation(Strict):
     """Each side's launches, the stack's argv and, when asked, the last pair's sweep rows."""
-    base: Launches = []
+    base: Launches = []  # output tok/s, launch by launch
     top: Launches = []
+    base_goodputs: Launches = []  # requests/s within the SLO (objective.decision_goodput), where counted
+    top_goodputs: Launches = []
     top_argv: list[str] = []
     top_latency: list[Latency | None] = []  # each stack launch's request latency, for the SLO verdict
     sweep_rows: list[dict] | None = None
@@ -93,7 +96,8 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
     for pair in range(1, VALIDATION_PAIRS + 1):
         context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
                          pair, VALIDATION_PAIRS)
-        for label, spec, launches in (("base", base_spec, done.base), ("stack", top_spec, done.top)):
+        for label, spec, launches, goodputs in (("base", base_spec, done.base, done.base_goodputs),
+                                                ("stack", top_spec, done.top, done.top_goodputs)):
             spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commits[label])})
             folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
             config = "baseline" if label == "base" else "stack"
@@ -109,6 +113,8 @@ def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, 
                                        run_id=context.run.run_id, context_key=baseline.context_key,
                                        after_rounds=_in_turn(after) if after else None)
             launches.append(measured.measurement.repeats_throughputs())
+            if counted := goodputs_if_measured(measured.measurement):
+                goodputs.append(counted)
             if label == "stack":
                 done.top_argv = measured.launch.argv
                 done.top_latency.append(measured.measurement.latency)
@@ -157,7 +163,9 @@ def replayed_validation(store: ResultStore, name: str, baseline: BaselineResult,
     if not (same and result.get("validated") and result.get("tree_commit") == accepted.tree_commit):
         return None
     rows = result.get("sweep_rows") if result.get("sweep_ladder") == ladder else None
-    validation = Validation(base=result["base_launches"], top=result["stack_launches"], top_argv=result["launch_argv"],
+    validation = Validation(base=result["base_launches"], top=result["stack_launches"],
+                            base_goodputs=result.get("base_goodputs", []), top_goodputs=result.get("stack_goodputs", []),
+                            top_argv=result["launch_argv"],
                             top_latency=result.get("stack_latency", []), sweep_rows=rows,
                             capacity=_stored_capacity(result.get("capacity_at_slo")))
     return validation, result.get("validated_in_run") or stored["run_id"]
@@ -183,7 +191,7 @@ def release_check(context, target: Target, host: Host, bench: BenchmarkClient, s
         return None
     previous = [Variant.model_validate(v) for v in release.previous_stack["keepers"]]
     checked = validate_stack(context, target, host, bench, store, baseline, previous, "release-check")
-    gain, low, high = validated_gain(checked.top, checked.base, others)
+    gain, low, high = validated_gain(*compared(checked, target.objective), others)
     earlier = release.previous_stack["result"]
     before, before_low, before_high = (float(earlier[key]) for key in
                                        ("validated_gain_pct", "validated_gain_ci_low", "validated_gain_ci_high"))
@@ -202,11 +210,13 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
     validated = bool(keepers)
     latencies = validation.top_latency
     if validated:
-        gain, low, high = validated_gain(top, base, list(trials.climb.evidence.values()))
+        gain, low, high = validated_gain(*compared(validation, target.objective), list(trials.climb.evidence.values()))
         final = statistics.fmean(repeats_of(top))
+        final_goodput = statistics.fmean(repeats_of(validation.top_goodputs)) if validation.top_goodputs else None
     else:
         gain = low = high = 0.0
         final = baseline.measurement.output_throughput
+        final_goodput = baseline.measurement.goodput
         top_argv = baseline.launch.argv
         latencies = [baseline.measurement.latency]  # nothing kept: the stack is the baseline's config
     return StackResult(keepers=keepers, conflicts=[c.describe() for c in stack.conflicts],
@@ -221,7 +231,18 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
                        slo=slo_verdict(target.slo, latencies) if target.slo else None,
                        capacity_at_slo=capacity_result(target, validation.capacity.get("baseline"),
                                                        validation.capacity.get("stack"))
-                       if _capacity_asked(target) else None)
+                       if _capacity_asked(target) else None,
+                       objective=target.objective, base_goodputs=validation.base_goodputs,
+                       stack_goodputs=validation.top_goodputs, final_goodput=final_goodput)
+
+
+def compared(validation: Validation, objective: Objective) -> tuple[Launches, Launches]:
+    """(the stack's launches, the baseline's) in the objective's values: what the validated gain compares."""
+    if objective == "goodput":
+        if not validation.top_goodputs or len(validation.top_goodputs) != len(validation.top):
+            raise ValueError("the validation's launches counted no goodput, so the goodput objective cannot be judged")
+        return validation.top_goodputs, validation.base_goodputs
+    return validation.top, validation.base
 
 
 def build_stack_asset(partitions: dg.PartitionsDefinition):
@@ -269,7 +290,8 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "tree_commit": dg.MetadataValue.text(result.tree_commit or "none (no framework_tree)"),
             "patches": dg.MetadataValue.json(result.patches),
             "validated_in_run": dg.MetadataValue.text(result.validated_in_run or "none (nothing to validate)"),
-            "recipes_filed": len(filed),
+            "recipes_filed": len(filed), "objective": result.objective,
+            **({"final_goodput": rounded(result.final_goodput, "req/s")} if result.final_goodput is not None else {}),
             **({"slo": dg.MetadataValue.json(result.slo.model_dump(mode="json"))} if result.slo else {}),
             **({"capacity_at_slo": dg.MetadataValue.json(result.capacity_at_slo.model_dump(
                 mode="json", include={"baseline", "stack", "unit", "at_ceiling", "baseline_broke_at",

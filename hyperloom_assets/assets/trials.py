@@ -34,6 +34,7 @@ from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
 from hyperloom_assets.core.engines.registry import engine_for, speaking
+from hyperloom_assets.core.measurement.objective import goodputs_if_measured, repeat_values
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target
@@ -192,12 +193,13 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
     gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
                       launch_spec, context.log, baseline_answers=baseline.gate_answers)
     noise_key, prior = _launch_noise_prior(context, store, target, baseline)
-    result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan,
+    result = climb(repeat_values(baseline.measurement, target.objective), baseline.measuring_s, budget, plan,
                    _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
                    checks=Checks(admit=trees.admit, gate=gate.judge_variant,
                                  review=(lambda keepers, variant: critic.review(history, keepers, variant))
                                  if critic else None,
-                                 slo=SloCheck(target.slo, baseline.measurement.latency) if target.slo else None),
+                                 slo=SloCheck(target.slo, baseline.measurement.latency, target.objective)
+                                 if target.slo else None),
                    prior=prior)
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))
@@ -238,7 +240,8 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
         except MeasurementOvertime as exc:
             return TrialMeasurement(error_class=OVERTIME, error=str(exc), measuring_s=exc.measuring_s,
                                     argv=exc.argv, env=spec.env)
-        return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(), measuring_s=measured.measuring_s,
+        return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(),
+                                goodputs=goodputs_if_measured(measured.measurement), measuring_s=measured.measuring_s,
                                 measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
                                 telemetry=measured.measurement.telemetry, latency=measured.measurement.latency)
 
@@ -263,14 +266,16 @@ def _observe_trial(context, record: TrialRecord) -> None:
 
 def _launch_noise_prior(context, store: ResultStore, target: Target, baseline: BaselineResult):
     """(the key earlier runs' launch noise is kept under, the prior they give, or None)."""
-    noise_key = target_noise_key(target, baseline)
+    noise_key = target_noise_key(target, baseline.framework_version)
     prior = prior_from(store.launch_noise_history(noise_key, HISTORY_MAX_AGE))
     context.log.info("launch noise from earlier runs: %s", f"{prior.dof} degrees of freedom, sd "
                      f"{100 * prior.variance ** 0.5:.1f}%" if prior else "none (first looks cannot decide)")
     return noise_key, prior
 
 
-def target_noise_key(target: Target, baseline: BaselineResult) -> str:
+def target_noise_key(target: Target, framework_version: str) -> str:
     """Host, engine and its identity (a sim's harness flags too: its noise is one of them), model."""
-    identity = engine_for(target.engine).noise_identity(baseline.framework_version, target.server_args)
-    return launch_noise_key(target.host, target.engine, identity, str(target.model))
+    identity = engine_for(target.engine).noise_identity(framework_version, target.server_args)
+    key = launch_noise_key(target.host, target.engine, identity, str(target.model))
+    # Goodput counts requests, and spreads otherwise than tok/s: its launch noise is its own.
+    return key if target.objective == "throughput" else f"{key}|{target.objective}"

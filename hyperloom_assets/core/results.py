@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hyperloom_assets.core.accuracy.agreement import PromptOutput
+from hyperloom_assets.core.config.targets import Objective
 from hyperloom_assets.core.decisions.climb import ClimbResult
 from hyperloom_assets.core.engines.spec import ProfileSource
 from hyperloom_assets.core.measurement.contract import WorkloadContract
@@ -138,6 +139,12 @@ class StackResult(Strict):
     stack_latency: list[Latency | None] = []  # the final config's launches' request latency (validation's, or the baseline's)
     slo: SloVerdict | None = None  # the target's SLO over those launches, when it sets one
     capacity_at_slo: CapacityAtSlo | None = None  # each side's highest load within the SLO, when it sets one
+    objective: Objective = "throughput"  # what validated_gain_* compare
+    # The validation's goodputs (objective.decision_goodput) launch by launch, where its rounds
+    # counted them (a target with an slo), and the final config's mean.
+    base_goodputs: Launches = []
+    stack_goodputs: Launches = []
+    final_goodput: float | None = None
 
 
 class SweepResult(Strict):

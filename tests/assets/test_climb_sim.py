@@ -67,7 +67,7 @@ def test_launch_noise_from_earlier_runs_lets_the_first_look_decide(tmp_path, hos
         done = defs.resolve_job_def("baseline_job").execute_in_process(partition_key="sim", instance=instance)
         baseline, roofline = done.asset_value("baseline"), done.asset_value("roofline")
     target = TargetCatalog(folder=str(folder)).target("sim")
-    key = target_noise_key(target, baseline)
+    key = target_noise_key(target, baseline.framework_version)
     store.record_launch_noise(noise_key=key, target="sim", run_id="earlier",
                               launch_means={f"c{i}": [100.0, 103.0, 98.0] for i in range(5)})
     context = SimpleNamespace(partition_key="sim", run=SimpleNamespace(run_id="with-history"),

@@ -1,31 +1,42 @@
 """A target's latency SLO through a whole run on the sim: enough prompts per launch for the
-percentile's bound (said in the run), and the SLO verdict with its percentiles and bounds on
-the baseline and on the validated stack."""
+percentile's bound (said in the run), the SLO verdict with its percentiles and bounds on
+the baseline and on the validated stack, and the goodput objective from the trials to the
+report."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
+from hyperloom_assets.assets.trials import target_noise_key
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.definitions import build_defs
+from hyperloom_assets.resources.catalog import TargetCatalog
+from hyperloom_assets.resources.releases.identity import framework_identity
 from hyperloom_assets.sim.predict import predict
 from tests.conftest import SIM_MODEL
 
 
-def test_the_baseline_and_the_stack_carry_the_slo_verdict(tmp_path, host, store) -> None:
+def test_the_baseline_and_the_stack_carry_the_slo_verdict_and_goodput_is_the_objective(tmp_path, host,
+                                                                                     store) -> None:
     folder = tmp_path / "targets"
     folder.mkdir()
     (folder / "sim.yaml").write_text(yaml.safe_dump({
         "engine": "sim", "model": str(SIM_MODEL),
-        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4"],
+        "server_args": ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "2"],
         "workload": {"kind": "random", "isl": 128, "osl": 16, "concurrency": 16, "num_prompts": 16},
         "repeats": 2, "max_trials": 1, "target_gain_pct": 1000, "profile": False, "sweep_concurrencies": [16],
         "search_space": {"args": {"--max-num-seqs": [16]}, "only": True},
         # Generous limits (simulated H100 ms): both configs meet them; the verdict's rules are unit-tested.
-        "slo": {"ttft_ms": 60000, "e2e_ms": 120000, "percentile": 95}}))
+        "slo": {"ttft_ms": 60000, "e2e_ms": 120000, "percentile": 95}, "objective": "goodput"}))
+    # Earlier runs' goodput noise, so that the trial decides at its first look.
+    key = target_noise_key(TargetCatalog(folder=str(folder)).target("sim"), framework_identity("sim", None))
+    assert key.endswith("|goodput")
+    store.record_launch_noise(noise_key=key, target="sim", run_id="earlier",
+                              launch_means={f"c{i}": [100.0, 106.0, 95.0] for i in range(5)})
     defs = build_defs(folder, host=host, store=store)
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim", instance=instance)
@@ -45,9 +56,18 @@ def test_the_baseline_and_the_stack_carry_the_slo_verdict(tmp_path, host, store)
     assert 0 < verdict["ttft_ms"] <= verdict["ttft_upper_ms"] <= 60000 and verdict["tpot_ms"] is None, verdict
     assert base.metadata["latency"].value["ttft_ms"]["count"] == 60
     final = stack.metadata["slo"].value
-    launches = 2 if stack.metadata["validated"].value else 1
-    assert final["met"] is True and final["launches"] == launches and final["e2e_upper_ms"] <= 120000, final
+    assert final["met"] is True and final["launches"] == 2 and final["e2e_upper_ms"] <= 120000, final
     text = Path(report.metadata["report_path"].value).read_text()
+    # Every request meets limits this generous, so goodput is the request rate: a 16th of the tok/s.
+    trial = result.asset_value("trials").climb.trials[0]
+    assert trial.objective == "goodput" and trial.mean == pytest.approx(trial.output_throughput / 16, rel=0.05), \
+        "the climb compared goodputs"
+    assert stack.metadata["objective"].value == "goodput" and stack.metadata["final_goodput"].value > 0
+    assert trial.outcome == "KEEP" and trial.measurements == 1, trial.decision.reason
+    stored = result.asset_value("optimization_stack")
+    assert len(stored.stack_goodputs) == 2 and stack.metadata["final_goodput"].value == pytest.approx(
+        stored.final_output_throughput / 16, rel=0.05), "the validated gain is of goodput"
+    assert "good req/s** (the objective, goodput" in text and "| goodput gain |" in text, text
     assert ("SLO (p95, 95% upper bounds, launch by launch: TTFT <= 60000 ms, E2E <= 120000 ms): the baseline meets "
             "it; the final config meets it.") in text
 
@@ -56,16 +76,17 @@ def test_the_baseline_and_the_stack_carry_the_slo_verdict(tmp_path, host, store)
 # gives 945 tok/s at TPOT p95 59 ms and a cap of 32 887 tok/s at 30 ms, both over the SLO's
 # 25 ms; the 512-token prefill chunk gives 891 tok/s at 16 ms, and the best config within the
 # SLO (the chunk with either cap) 899 tok/s. Without the SLO the climb keeps the cap of 64.
-# TTFT grows with the streams queued (sim-predict: a p95 bound of 2430 ms at 64 streams and 4959
-# at 128 for the baseline, 2026 and 3965 for the chunked stack; served over HTTP on these 2
-# cores the sim's TTFT reads up to half as much again), so each has a capacity within 5000 ms
-# short of four times the workload's 64 streams.
+# TTFT grows with the streams queued (sim-predict p95: 2407 ms at 64 streams and 10323 at 256 for
+# the baseline, 1858 and 8176 for the chunked stack). Served over HTTP at time scale 10 a launch
+# lasts under a second of wall time, so a few hundred wall milliseconds of lag on these 2 cores
+# read as seconds of simulated TTFT (5459 ms against 1858 predicted, seen once): the TTFT limit
+# of 7000 leaves room for that at 64 streams and is broken short of four times 64 either way.
 SPACE = {"args": {"--max-num-seqs": [32, 64], "--max-num-batched-tokens": [512]}, "only": True}
 TIGHT = {"engine": "sim", "model": str(SIM_MODEL),
          "server_args": ["--gpu", "H100", "--time-scale", "10", "--max-num-seqs", "16"],
          "workload": {"kind": "random", "isl": 1024, "osl": 32, "concurrency": 64, "num_prompts": 192},
          "repeats": 2, "max_trials": 3, "target_gain_pct": 1000, "profile": False, "sweep_concurrencies": [16],
-         "search_space": SPACE, "slo": {"tpot_ms": 25, "ttft_ms": 5000, "percentile": 95, "capacity_probes": 4}}
+         "search_space": SPACE, "slo": {"tpot_ms": 25, "ttft_ms": 7000, "percentile": 95, "capacity_probes": 4}}
 
 
 def predicted(args: list[str]) -> tuple[float, float]:
@@ -91,8 +112,10 @@ def test_only_configs_within_the_slo_are_kept_and_the_stack_is_near_the_best_of_
     rows = [(t.name, t.outcome, t.slo.short() if t.slo else None) for t in climb.trials]
     assert all(t.slo is not None for t in climb.trials if t.measurements), rows
     assert all(t.slo.met for t in climb.trials if t.outcome == "KEEP"), rows
-    fastest = next(t for t in climb.trials if t.name == "--max-num-seqs=64" and t.against == "baseline")
-    assert fastest.outcome == "REVERT" and fastest.decision.reason.startswith("slo_missed"), rows
+    # The planner reads the sim's telemetry, so the order varies: the cap of 64 on the baseline's
+    # config breaks the SLO; on top of the kept chunk it meets it (TPOT 16 ms) and may be kept.
+    alone = [t for t in climb.trials if t.name == "--max-num-seqs=64" and t.against == "baseline"]
+    assert all(t.outcome == "REVERT" and t.decision.reason.startswith("slo_missed") for t in alone), rows
     assert all(t.outcome == "REVERT" and t.decision.reason.startswith("slo_missed")
                for t in climb.trials if t.slo and not t.slo.met), rows
     assert stack.metadata["slo"].value["met"] is True, stack.metadata["slo"].value
@@ -102,7 +125,7 @@ def test_only_configs_within_the_slo_are_kept_and_the_stack_is_near_the_best_of_
                       for cap in ([], ["--max-num-seqs", "32"], ["--max-num-seqs", "64"])
                       for chunk in ([], ["--max-num-batched-tokens", "512"])
                       if predicted([*base_args, *cap, *chunk])[1] <= 25)
-    assert predicted(final_args)[0] >= 0.9 * best_within, (final_args, rows)
+    assert predicted(final_args)[0] >= 0.9 * best_within and predicted(final_args)[1] <= 25, (final_args, rows)
     capacity = stack.metadata["capacity_at_slo"].value
     assert capacity["unit"] == "concurrency" and capacity["at_ceiling"] == [], capacity
     assert 0 < capacity["baseline"] < 256 and 0 < capacity["stack"] < 256, capacity

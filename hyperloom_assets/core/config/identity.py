@@ -16,4 +16,9 @@ SERVING_FIELDS = ("engine", "model", "server_args", "env", "workload")
 def server_config_version(target: Target) -> str:
     """A hash of the target's serving fields: an edit makes its baseline stale."""
     fields = target.model_dump(mode="json", include=set(SERVING_FIELDS))
+    if target.objective == "goodput":
+        # Goodput counts requests against the SLO's limits as they are measured, so a launch
+        # measured under other limits, or for throughput, is not evidence here. The default
+        # objective adds nothing, so earlier targets keep their versions.
+        fields["objective"] = {"goodput": target.slo.goodput().model_dump(mode="json")}
     return canonical_hash(fields)

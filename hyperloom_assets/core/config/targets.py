@@ -31,6 +31,10 @@ def targets_dir() -> Path:
 
 
 
+# What the climb and the validation compare: output tok/s, or goodput (requests/s that meet the slo).
+Objective = Literal["throughput", "goodput"]
+
+
 class Slo(Strict):
     """Per-request limits a request must meet to count toward goodput (the client's copy of the target's slo)."""
     ttft_ms: float | None = Field(default=None, gt=0)
@@ -117,6 +121,7 @@ class Target(Strict):
     profile: bool = True
     search_space: SearchSpace | None = None  # the operator's own knobs, searched with (or instead of) the seed grid
     slo: TargetSlo | None = None  # {ttft_ms, tpot_ms, e2e_ms, percentile}: verdicts per launch, goodput per request
+    objective: Objective = "throughput"
 
     def searches_only_its_space(self) -> bool:
         """`search_space.only`: the space's knobs and the target's own patches, no grid, ablation, recipe or library patch."""
@@ -272,6 +277,10 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
             "the top-level slo: {ttft_ms, tpot_ms, e2e_ms, percentile} (workload.slo moved there)"))]
     problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
     problems += _harness_in_space(target, file)
+    if target.objective == "goodput" and target.slo is None:
+        problems.append(TargetProblem(file=file, field="objective", expected=(
+            "an slo to count goodput against (goodput is the requests per second that meet the slo), or "
+            "objective: throughput")))
     unknown_host = hosts.problem(file, target.host) if hosts is not None else None
     if unknown_host is not None:
         problems.append(unknown_host)

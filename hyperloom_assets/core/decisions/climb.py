@@ -19,7 +19,9 @@ one that breaks the SLO is REVERT `slo_missed` at once, whatever its throughput,
 more launches can only add a worse one; while the running best itself breaks the SLO,
 a variant that meets it is KEEP `slo_reached` whatever its throughput, so the search first
 finds a config that meets the SLO and then climbs throughput among those that do. The
-rebench's fresh launch must meet the SLO too.
+rebench's fresh launch must meet the SLO too. With the objective goodput (SloCheck.objective)
+every comparison reads each launch's goodputs, the requests per second within the SLO,
+instead of its output tok/s (objective.py).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from hyperloom_assets.core.decisions.rule import (
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.core.config.targets import TargetSlo
+from hyperloom_assets.core.config.targets import Objective, TargetSlo
 from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.slo_verdict import SloVerdict, slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval
@@ -96,9 +98,11 @@ ReviewFn = Callable[[list[Variant], Variant], Review]
 
 
 class SloCheck(NamedTuple):
-    """The target's SLO, and the baseline launch's latency: whether the climb starts inside it."""
+    """The target's SLO, and the baseline launch's latency: whether the climb starts inside it.
+    With `objective` goodput (which needs an SLO) launches are compared on their goodputs."""
     slo: TargetSlo
     baseline: Latency | None
+    objective: Objective = "throughput"
 
     def verdict(self, latencies: list[Latency | None]) -> SloVerdict:
         return slo_verdict(self.slo, latencies)
@@ -121,6 +125,11 @@ def gain_pct(launches: Launches, anchor: Launches) -> float:
     return launch_gain_interval(launches, anchor)[0]
 
 
+class _SloState(NamedTuple):
+    check: SloCheck
+    best_meets: bool  # whether the running best meets the SLO: a keeper always does
+
+
 class _Judged(Strict):
     decision: Decision
     looks: int = 0  # launches of the variant, failed ones included
@@ -132,17 +141,22 @@ class _Judged(Strict):
     rebench_launches: Launches = []
     rebench_ids: list[int] = []
     latencies: list[Latency | None] = []  # the variant's launches'
+    output_throughputs: Launches = []  # the variant's launches' output tok/s, kept where they are not `launches`
     slo: SloVerdict | None = None  # over `latencies`
     last: TrialMeasurement
 
 
+def _values(result: TrialMeasurement, slo: _SloState | None) -> list[float]:
+    """The launch's per-repeat values of the objective: what decisions compare."""
+    if slo is None or slo.check.objective == "throughput":
+        return result.throughputs
+    if not result.goodputs:
+        raise ValueError("a launch judged on goodput was measured without counting it (no slo in its rounds)")
+    return result.goodputs
+
+
 def _ids(result: TrialMeasurement) -> list[int]:
     return [result.measurement_id] if result.measurement_id is not None else []
-
-
-class _SloState(NamedTuple):
-    check: SloCheck
-    best_meets: bool  # whether the running best meets the SLO: a keeper always does
 
 
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
@@ -164,7 +178,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
                 judged.decision, judged.last = failed(f"the running best failed when launched again: "
                                                       f"{_first_line(again)}"), again
                 return judged
-            judged.best_launches.append(again.throughputs)
+            judged.best_launches.append(_values(again, slo))
         result = launch("variant", keepers, variant)
         judged.looks, judged.last = look, result
         judged.ids += _ids(result)
@@ -174,7 +188,9 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
         if result.error_class is not None:
             judged.decision = failed(f"{result.error_class}: {_first_line(result)}")
             return judged
-        judged.launches.append(result.throughputs)
+        judged.launches.append(_values(result, slo))
+        if slo is not None and slo.check.objective != "throughput":
+            judged.output_throughputs.append(result.throughputs)
         if is_overtime(result.measuring_s, baseline_measuring_s):  # a measure that does not stop launches
             judged.decision = killed_overtime(result.measuring_s, baseline_measuring_s)
             return judged
@@ -213,7 +229,7 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
         judged.decision = stack_unstable(f"a fresh launch of the whole stack failed: {fresh.error_class}: "
                                          f"{_first_line(fresh)}")
         return
-    judged.rebench_launches.append(fresh.throughputs)
+    judged.rebench_launches.append(_values(fresh, slo))
     if slo is not None:
         fresh_slo = slo.check.verdict([fresh.latency])
         if not fresh_slo.met:
@@ -223,7 +239,7 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
             judged.decision = judged.decision.model_copy(
                 update={"reason": f"{judged.decision.reason}; a fresh launch of the stack meets the SLO too"})
             return
-    joined = decide_stack([fresh.throughputs], best)
+    joined = decide_stack([_values(fresh, slo)], best)
     if joined.outcome == Outcome.KEEP_UNSTABLE:
         judged.decision = joined
     else:
@@ -255,7 +271,8 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> Stop
 
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
           ledger: Ledger, *, checks: Checks | None = None, prior: LaunchNoise | None = None) -> ClimbResult:
-    """`baseline` is the baseline's per-repeat throughputs: its one launch; `prior` the launch
+    """`baseline` is the baseline's per-repeat values of the objective (objective.repeat_values):
+    its one launch; `prior` the launch
     noise of earlier runs of the same host, engine and model (decisions/history.py)."""
     checks = checks or Checks()
     best_meets = checks.slo.verdict([checks.slo.baseline]).met if checks.slo else True
@@ -325,4 +342,5 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
                        rebench_launches=judged.rebench_launches, measurement_ids=judged.ids,
                        best_measurement_ids=judged.best_ids, rebench_measurement_ids=judged.rebench_ids,
                        error_class=last.error_class, argv=last.argv, env=last.env, telemetry=last.telemetry,
-                       review=review, slo=judged.slo)
+                       review=review, slo=judged.slo, objective=slo.check.objective if slo else "throughput",
+                       output_throughputs=judged.output_throughputs)

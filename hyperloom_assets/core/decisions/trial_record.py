@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 
+from hyperloom_assets.core.config.targets import Objective
 from hyperloom_assets.core.decisions.rule import Decision
 from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
@@ -25,7 +26,8 @@ class TrialMeasurement(Strict):
     tore its server down; `measuring_s` says when.
     """
 
-    throughputs: list[float] = []
+    throughputs: list[float] = []  # output tok/s
+    goodputs: list[float] = []  # requests/s within the SLO (objective.decision_goodput); [] without an slo
     measuring_s: float = 0.0
     measurement_id: int | None = None
     error_class: str | None = None
@@ -53,7 +55,9 @@ class TrialRecord(Strict):
     against: str  # "baseline" or "stack of N keepers"
     decision: Decision
     measurements: int  # launches of the variant
-    launches: Launches  # the variant's per-repeat throughputs, launch by launch
+    # The variant's per-repeat values of the objective, launch by launch (so too the best's and
+    # the rebench's): output tok/s, or goodput where `objective` says so.
+    launches: Launches
     best_launches: Launches = []  # the running best, re-launched beside the variant
     rebenches: int = 0  # fresh launches of the new stack after a KEEP, failed ones included
     rebench_launches: Launches = []
@@ -67,6 +71,8 @@ class TrialRecord(Strict):
     telemetry: Telemetry | None = None  # the variant's last launch, as the engine reported it
     review: Review | None = None  # the critic's word on a planned patch, taken before it touched the tree
     slo: SloVerdict | None = None  # the target's SLO over the variant's launches (None: no SLO, or none measured)
+    objective: Objective = "throughput"
+    output_throughputs: Launches = []  # the variant's output tok/s, when the objective is not throughput
 
     @property
     def outcome(self) -> str:
@@ -75,6 +81,14 @@ class TrialRecord(Strict):
     @property
     def mean(self) -> float | None:
         repeats = repeats_of(self.launches)
+        return statistics.fmean(repeats) if repeats else None
+
+    @property
+    def output_throughput(self) -> float | None:
+        """The variant's mean output tok/s, whatever the objective."""
+        if self.objective == "throughput":
+            return self.mean
+        repeats = repeats_of(self.output_throughputs)
         return statistics.fmean(repeats) if repeats else None
 
     @property

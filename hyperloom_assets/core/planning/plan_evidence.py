@@ -62,8 +62,8 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
     telemetry, achieved_pct = baseline.measurement.telemetry, achieved.achieved_pct
     if best is not None:
         telemetry = best.telemetry
-        if best.mean and achieved_pct is not None:
-            achieved_pct *= best.mean / baseline.measurement.output_throughput
+        if best.output_throughput and achieved_pct is not None:  # the roofline's share is of tok/s
+            achieved_pct *= best.output_throughput / baseline.measurement.output_throughput
     # A keeper meets the SLO (decisions/climb.py), so only a baseline that breaks it is read for latency.
     breach = slo_breach(target.slo, baseline.measurement.latency) if best is None else None
     return PlanEvidence(

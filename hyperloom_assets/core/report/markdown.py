@@ -8,7 +8,7 @@ from typing import Any
 
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.decisions.stop_reasons import describe as describe_stop_reason
-from hyperloom_assets.core.config.targets import TargetSlo
+from hyperloom_assets.core.config.targets import Objective, TargetSlo
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.capacity import CapacityAtSlo
 from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
@@ -68,6 +68,9 @@ class ReportInputs(Strict):
     profile: ProfileResult | None = None  # where the baseline's time goes
     slo: str | None = None  # the headline's SLO sentence (slo_text), for a target with an slo
     launches: dict[str, int] = {}  # this run's server launches, by step kind
+    objective: Objective = "throughput"  # what the gains compare
+    baseline_goodput: float | None = None  # requests/s within the SLO, where counted
+    final_goodput: float | None = None
 
 
 def throughput_headline(baseline_tok_s: float, final_tok_s: float) -> str:
@@ -79,12 +82,26 @@ def validated_gain_text(gain_pct: float, ci_low: float, ci_high: float) -> str:
     return f"validated gain {gain_pct:+.2f}% (95% interval [{ci_low:+.2f}%, {ci_high:+.2f}%]"
 
 
+def goodput_headline(baseline: float | None, final: float | None) -> str:
+    def said(value: float | None) -> str:
+        return "not counted" if value is None else f"{value:,.3f}"
+    return f"**{said(baseline)} → {said(final)} good req/s**"
+
+
+def _objective_lines(r: ReportInputs, gain: str) -> list[str]:
+    """The headline's numbers: the objective's first, with the validated gain, which is of the objective."""
+    tok_s = throughput_headline(r.baseline.output_throughput, r.final_output_throughput)
+    if r.objective == "goodput":
+        return [f"{goodput_headline(r.baseline_goodput, r.final_goodput)} (the objective, goodput: requests per "
+                f"second that met every limit of the SLO), {gain}.", "", f"Output throughput: {tok_s}.", ""]
+    return [f"{tok_s}, {gain}.", ""]
+
+
 def _headline(r: ReportInputs) -> list[str]:
     gain = (validated_gain_text(r.validated_gain_pct, r.validated_gain_ci_low, r.validated_gain_ci_high)
             + ", interleaved on fresh servers)" if r.validated
             else "no keeper, so nothing to validate: the final configuration is the baseline")
-    return [f"# Optimization report: {r.target}", "",
-            f"{throughput_headline(r.baseline.output_throughput, r.final_output_throughput)}, {gain}.", "",
+    return [f"# Optimization report: {r.target}", "", *_objective_lines(r, gain),
             f"Stop reason: `{r.stop_reason}` ({describe_stop_reason(r.stop_reason)}).", "",
             *([r.slo, ""] if r.slo else []),
             f"Every gain is relative to the baseline of run `{r.baseline_run_id}`: "

@@ -3,6 +3,7 @@ interactivity), the gains waterfall, the roofline position and the Pareto fronti
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,10 @@ import matplotlib
 matplotlib.use("Agg")  # no display on a server; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 
+from hyperloom_assets.core.config.targets import Objective  # noqa: E402
 from hyperloom_assets.core.decisions.climb import TrialRecord  # noqa: E402
 from hyperloom_assets.core.measurement.measurement import Measurement  # noqa: E402
+from hyperloom_assets.core.measurement.objective import repeat_values  # noqa: E402
 from hyperloom_assets.core.models import Frozen  # noqa: E402
 from hyperloom_assets.core.report.pareto import Frontier  # noqa: E402
 from hyperloom_assets.core.roofline.roofline import Achieved, Roofline  # noqa: E402
@@ -86,12 +89,18 @@ def _label(axes, x: float, level: float, step: Step, text: str) -> None:
                   xytext=(0, 3), ha="center", va="bottom", fontsize=8)
 
 
-def plot_gains_waterfall(baseline: Measurement, keepers: list[Step], validated: Step | None, path: Path) -> Path:
-    """Baseline, each keeper's step on the running best, then the validated stack against the baseline."""
+def plot_gains_waterfall(baseline: Measurement, keepers: list[Step], validated: Step | None, path: Path,
+                         objective: Objective = "throughput") -> Path:
+    """Baseline, each keeper's step on the running best, then the validated stack against the baseline,
+    in the objective's unit (the gains are of the objective)."""
     figure, axes = plt.subplots(figsize=(7.2, 4.4), dpi=100)
-    base = baseline.output_throughput
-    axes.bar(0, base, color="#7f7f7f", yerr=[[base - baseline.output_throughput_ci_low],
-                                             [baseline.output_throughput_ci_high - base]], capsize=4)
+    if objective == "throughput":
+        base = baseline.output_throughput
+        axes.bar(0, base, color="#7f7f7f", yerr=[[base - baseline.output_throughput_ci_low],
+                                                 [baseline.output_throughput_ci_high - base]], capsize=4)
+    else:
+        base = statistics.fmean(repeat_values(baseline, objective))
+        axes.bar(0, base, color="#7f7f7f")
     labels, level = ["baseline"], base
     for x, step in enumerate(keepers, start=1):
         top = level * (1 + step.gain_pct / 100)
@@ -110,7 +119,7 @@ def plot_gains_waterfall(baseline: Measurement, keepers: list[Step], validated: 
         labels.append("validated stack")
     axes.set_ylim(0, axes.get_ylim()[1] * 1.1)  # headroom for the labels above the intervals
     axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
-    axes.set_ylabel("output tokens/s")
+    axes.set_ylabel("output tokens/s" if objective == "throughput" else "requests/s within the SLO (goodput)")
     axes.set_title("Gains: each keeper on the running best; the stack validated against the baseline"
                    if validated else "Gains: no keeper, the final configuration is the baseline", fontsize=10)
     axes.grid(True, axis="y", alpha=0.3)

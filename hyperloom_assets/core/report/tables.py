@@ -85,6 +85,8 @@ TRIAL_COLUMNS = columns_of(
     ("ci_low_pct", "float", "low end of the last look's interval, % (its level is in the reason)"),
     ("ci_high_pct", "float", "high end of the last look's interval, %"),
     ("output_throughput", "float", "the variant's mean output tok/s over its repeats"),
+    ("goodput", "float", "the variant's mean requests/s within the SLO over its repeats, where the objective is "
+                         "goodput (gain_pct is then of goodput); empty otherwise"),
     ("launches", "int", "servers launched with the variant"),
     ("best_relaunches", "int", "servers launched with the running best beside it"),
     ("replayed", "bool", "taken from the ledger instead of measured again"),
@@ -123,7 +125,8 @@ def trials_table(trials: list[TrialRecord]) -> Table:
                  change=describe_change(t.variant), diagnosis=t.variant.diagnosis, rule=t.variant.rule,
                  against=t.against, outcome=t.outcome, gain_pct=rounded(t.decision.gain_pct, "%"),
                  ci_low_pct=rounded(t.decision.ci_low_pct, "%"), ci_high_pct=rounded(t.decision.ci_high_pct, "%"),
-                 output_throughput=rounded(t.mean, "tok/s"), launches=t.measurements,
+                 output_throughput=rounded(t.output_throughput, "tok/s"),
+                 goodput=rounded(t.mean, "req/s") if t.objective == "goodput" else None, launches=t.measurements,
                  best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason,
                  critic=critic_text(t), slo=t.slo.short() if t.slo else "", **telemetry_cells(t.telemetry))
             for t in trials]
