@@ -1,24 +1,46 @@
 """Does the planner and climb find more of the gain than Optuna's TPE or random search, launch for launch?
 
-Each scenario is a sim target (a model, a GPU, a workload and a poor operator config)
-and its search space: every knob the engine's seed grid offers for it (benchmarks/
-support/sim_grid.py), hundreds to thousands of distinct engine configurations whose
-knobs interact (KV room, the sequence cap and the token budget bind one another). The
-truth of every point is the sim's noise-free prediction (`sim-predict`), computed once.
+Each scenario (benchmarks/support/quality_scenarios.py) is a sim target (a model, a GPU,
+a workload and a poor operator config) and the space the planner would search for it:
+the engine's seed grid and the ablations of the operator's flags (sim_grid.py), or the
+target's own `search_space` laid over the grid, or alone with `only: true`, by the
+planner's own code (core/planning/search_space.py). Every flavour the sim mimics (vLLM,
+SGLang, ATOM) has a scenario with a search_space whose knobs the seed grid lacks; one
+scenario has a TPOT p95 SLO that the fastest points break. The truth of every point is the
+sim's noise-free prediction (`sim-predict`: throughput, latency, telemetry), computed once
+and cached under .cache/search_quality.
 
-Every searcher pays in launches of the same space, each launch noisy as on real
-engines (launch-to-launch offset and repeat noise: --launch-sd, --repeat-sd, 3 repeats;
-the defaults sit between the sim's and vLLM CPU's levels in benchmarks/noise.py and
-decision_launch_noise.py), with common random numbers, and every one starts with one
-launch of the operator's config:
-- `planner`: this project's planner and climb (benchmarks/support/offline_climb.py, the
-  trials asset's code), its pick the stack of what it kept within the budget;
-- `tpe`: Optuna's TPE sampler (defaults), one categorical per knob, one launch a trial;
+Every searcher pays in launches of the same space, each launch noisy as on real engines
+(launch-to-launch offset and repeat noise: --launch-sd, --repeat-sd, 3 repeats; the
+defaults sit between the sim's and vLLM CPU's levels in benchmarks/noise.py and
+decision_launch_noise.py) on everything it reports: throughput, the latency percentiles
+the SLO check reads and the telemetry the planner diagnoses from (launch_noise.py), with
+common random numbers across searchers. Every one starts with one launch of the operator's config:
+- `planner`: this project's planner and climb (offline_climb.py, the trials asset's code,
+  its SLO check under an SLO), its pick the stack of what it kept within the budget;
+  `+history`: with the launch-noise prior the store would pool from earlier runs on the
+  host (launches of other points of the space, three each, on their own noise stream);
+  `-single`: without the variant that moves several knobs at once;
+- `tpe`: Optuna's TPE sampler with its defaults (10 random start-up trials: at 5 and 10
+  launches it is random search), one categorical per knob, one launch a trial;
+- `tpe-tuned`: TPE with n_startup_trials chosen for each budget from {2, 3, 5, 10, 20}
+  (those up to half the budget, plus one) by the mean share on 10 held-out seeds of the
+  same scenario, one study per budget (tpe_tuning.py). Chosen, not a rule such as
+  max(2, budget // 4): the best count differs between spaces, and tuning on the space
+  itself is the strongest TPE the benchmark can field, which is what the planner is held to;
+- `tpe-constrained` (SLO scenarios): tuned TPE told each launch's constraints, the
+  measured latency percentile minus the limit (Optuna's constraints; `constraints_func`
+  is deprecated in Optuna 5 for Trial.set_constraint, which the same sampler reads);
 - `random`: distinct points in random order.
-A sampler's pick is the point whose launches averaged highest. Every pick is validated
-the same way: its noise-free throughput, as a share of the attainable gain
-(pick - operator) / (best point - operator). Reported per budget (5, 10, 20, 40
-launches): the median share over --seeds runs, and whether the planner is ahead of TPE.
+A sampler's pick is the point whose launches averaged highest, of those none of whose
+launches broke the SLO by its measured percentile. Every pick is validated the same way:
+its noise-free throughput as a share of the attainable gain (pick - operator) / (best -
+operator); under an SLO the best is the best point that meets it (noise-free percentile)
+and a pick that breaks it scores 0. Reported per budget (5, 10, 20, 40 launches): the
+median share over --seeds runs with its percentile-bootstrap 95% interval (2,000
+resamples of the seeds, fixed seed: intervals.py), whether planner+history is ahead of
+default TPE, and `behind_tuned_tpe`: every budget where a planner column's median is
+below tuned (or constrained) TPE's, with the paired bootstrap's interval of the difference.
 
 With --proposer, a column `proposer:<label>`: planner+history with a model's rounds as
 `candidates` and `trials` ask them (assets/proposer_round.py: guard, critic, approved
@@ -39,7 +61,8 @@ again and an earlier proposer column is dropped.
 Run: .venv/bin/python benchmarks/search_quality.py [--seeds 20] [--only NAME] [--workers 2]
      [--proposer vllm-tiny]                                        # every column, and the floor's
      [--proposer real --provider anthropic --model claude-sonnet-4-5 --seeds 10 --add]
-Writes benchmarks/results/search_quality.json; point truths are cached under .cache/.
+     [--results-dir DIR --allow-dirty]                             # a smoke run, apart from the committed one
+Writes benchmarks/results/search_quality.json (or DIR/search_quality.json).
 """
 
 from __future__ import annotations
@@ -47,7 +70,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -58,77 +80,25 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import SimScenario  # noqa: E402
 from benchmarks.support.proposer_column import KINDS, MAX_ROUNDS, ProposerColumn  # noqa: E402
+from benchmarks.support.quality_scenarios import SYNTHETIC_TRACE, cached_space, scenarios, synthetic_trace_file  # noqa: E402
+from benchmarks.support.quality_summary import CONSTRAINED, PLANNER, TUNED, summarise  # noqa: E402
+from benchmarks.support.intervals import BOOTSTRAP_SEED, LEVEL, RESAMPLES  # noqa: E402
 from benchmarks.support.results import RESULTS_DIR, RunStart, machine, start_run, write_results  # noqa: E402
 from benchmarks.support.search_space import Noise, Space  # noqa: E402
-from benchmarks.support.searchers import Picks, climb_search, random_search, tpe_search  # noqa: E402
-from hyperloom_assets.core.config.targets import Workload  # noqa: E402
-from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace  # noqa: E402
+from benchmarks.support.searchers import (  # noqa: E402
+    HISTORY_CONFIGS,
+    HISTORY_LAUNCHES,
+    Picks,
+    climb_search,
+    random_search,
+    tpe_budgeted,
+    tpe_search,
+)
+from benchmarks.support.tpe_tuning import STARTUP_GRID, TUNING_SEEDS, tuned_startups  # noqa: E402
 
 BUDGETS = [5, 10, 20, 40]
-PLANNER = "planner+history"  # the product on a host it served before: the store pools earlier launch noise
-SEARCHERS = (PLANNER, "planner", "planner-single+history", "planner-single", "tpe", "random")
+SEARCHERS = (PLANNER, "planner", "planner-single+history", "planner-single", "tpe", TUNED, CONSTRAINED, "random")
 AHEAD_UP_TO = 20  # the goal: ahead of TPE at every budget up to this many launches
-MODELS = ROOT / "models"
-CACHE = ROOT / ".cache" / "search_quality"
-TRACE = ROOT / "examples" / "agentic_small.jsonl"
-SYNTHETIC_TRACE = dict(sessions=32, turns=4, first_user_tokens=2048, user_tokens=256, output_tokens=128,
-                       think_ms=200.0, seed=11)
-
-
-def scenarios(synthetic: Path) -> list[SimScenario]:
-    return [
-        # Held out: a 32B dense model on one 80 GB GPU leaves ~6 GB of KV; prompts share
-        # three quarters of their tokens, served with the prefix cache off and memory held back.
-        SimScenario(name="heldout-qwen32b-h100-shared-prefix", model=MODELS / "qwen2.5-32b", gpu="H100",
-                    server_args=["--no-enable-prefix-caching", "--max-model-len", "4096", "--max-num-seqs", "48",
-                                 "--gpu-memory-utilization", "0.88"],
-                    workload=Workload(kind="shared_prefix", isl=2048, prefix_len=1536, osl=256, concurrency=64,
-                                      num_prompts=192)),
-        # A small model with a tight cap, a small budget, no CUDA graphs and memory held back.
-        SimScenario(name="llama8b-h100-random-capped", model=MODELS / "llama-3-8b", gpu="H100",
-                    server_args=["--max-num-seqs", "16", "--max-num-batched-tokens", "2048", "--enforce-eager",
-                                 "--gpu-memory-utilization", "0.85"],
-                    workload=Workload(kind="random", isl=1024, osl=256, concurrency=128, num_prompts=384)),
-        # MoE on SGLang replaying agent sessions, the radix cache off, a tight cap.
-        SimScenario(name="mixtral-mi300x-sglang-agentic", model=MODELS / "mixtral-8x7b", gpu="MI300X", flavor="sglang",
-                    server_args=["--max-running-requests", "8", "--chunked-prefill-size", "2048", "--disable-radix-cache"],
-                    workload=Workload(kind="agentic", trace=synthetic, concurrency=32)),
-        # A 70B over two H200s with long shared prefixes, no CUDA graphs, coarse blocks, memory held back.
-        SimScenario(name="llama70b-h200x2-shared-prefix", model=MODELS / "llama-3-70b", gpu="H200", tp=2,
-                    server_args=["--max-num-seqs", "32", "--enforce-eager", "--block-size", "32", "--max-model-len", "8192",
-                                 "--gpu-memory-utilization", "0.85"],
-                    workload=Workload(kind="shared_prefix", isl=4096, prefix_len=3072, osl=256, concurrency=64,
-                                      num_prompts=192)),
-        # A 70B over four H100s replaying the shipped agentic trace with a tiny cap.
-        SimScenario(name="llama70b-h100x4-agentic", model=MODELS / "llama-3-70b", gpu="H100", tp=4,
-                    server_args=["--max-num-seqs", "2", "--enforce-eager", "--max-num-batched-tokens", "1024"],
-                    workload=Workload(kind="agentic", trace=TRACE, concurrency=8)),
-    ]
-
-
-def synthetic_trace_file() -> Path:
-    """The synthetic agentic trace, at a fixed path so the scenario (and its cached truths) stay the same."""
-    path = CACHE / "agentic_synthetic.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_trace(synthetic_trace(**SYNTHETIC_TRACE), path)
-    return path
-
-
-def cached_space(scenario: SimScenario, workers: int) -> Space:
-    """The space with its truths, cached by the scenario and the grids that define it."""
-    from hyperloom_assets.core.hashing import canonical_hash, file_hash
-    from hyperloom_assets.core.engines.spec import GRIDS_DIR
-
-    key = canonical_hash({"scenario": scenario.model_dump(mode="json"),
-                          "grids": [file_hash(p) for p in sorted(GRIDS_DIR.glob("*.yaml"))],
-                          "sim": [file_hash(p) for p in sorted((ROOT / "hyperloom_assets" / "sim").glob("*.py"))]})
-    path = CACHE / f"{scenario.name}-{key}.json"
-    if path.is_file():
-        return Space.from_json(scenario, json.loads(path.read_text()))
-    space = Space.build(scenario, workers)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(space.to_json()))
-    return space
 
 
 def run_scenario(scenario: SimScenario, noise: Noise, seeds: int, workers: int,
@@ -139,46 +109,76 @@ def run_scenario(scenario: SimScenario, noise: Noise, seeds: int, workers: int,
     grid_s = time.monotonic() - started
     first_trials: list[list[str]] = []
     # --add runs planner+history again: the column's base, and the proof that the kept columns still hold.
-    runs = {PLANNER: searcher_runs(space, noise, first_trials)[PLANNER]} if previous else \
-        searcher_runs(space, noise, first_trials)
-    shares = {name: shares_of(space, run, seeds) for name, run in runs.items()}
+    tuning = {} if previous else tpe_tuning(space, noise)
+    tuning_s = time.monotonic() - started - grid_s
+    runs = searcher_runs(space, noise, first_trials, tuning)
+    shares = {name: shares_of(space, run, seeds) for name, run in runs.items() if not previous or name == PLANNER}
     if previous:
         check_reproduced(previous, space, shares[PLANNER])  # before a model is asked anything
-    search_s = time.monotonic() - started - grid_s
+    search_s = time.monotonic() - started - grid_s - tuning_s
     asked: list[dict] = []
     if column:
         shares[column.name] = shares_of(space, column_run(space, noise, column, asked), seeds)
-    column_s = time.monotonic() - started - grid_s - search_s
-    medians = {name: {b: statistics.median(v) for b, v in by.items()} for name, by in shares.items()}
+    column_s = time.monotonic() - started - grid_s - tuning_s - search_s
     if previous:
-        return merged_row(previous, column, shares, medians, column_stats(asked, column_s))
-    names = (PLANNER, "planner", *([column.name] if column else []))
+        return merged_row(previous, column, shares, column_stats(asked, column_s))
     return {
-        "scenario": scenario.name, "model": scenario.model.name, "gpu": f"{scenario.gpu} x{scenario.tp}",
-        "flavor": scenario.flavor, "workload": scenario.workload.model_dump(mode="json"),
-        "operator_args": scenario.server_args, "points": len(space.points), "knobs": len(space.families),
-        "knob_options": {k: len(v) + 1 for k, v in space.families.items()},
-        "baseline_tok_s": space.value(space.baseline_argv), "best_tok_s": space.best,
-        "near_best_share": space.near_best(), "median_share": medians, "shares": shares,
-        "ahead_of_tpe": {name: {b: medians[name][b] > medians["tpe"][b] for b in BUDGETS} for name in names},
-        "planner_first_trials": first_trials[:3], "grid_s": round(grid_s, 1), "search_s": round(search_s, 1),
+        **describe(space), **summarise(shares, (column.name,) if column else ()), "shares": shares,
+        "tpe_startups": tuning, "planner_first_trials": first_trials[:3], "grid_s": round(grid_s, 1),
+        "tuning_s": round(tuning_s, 1), "search_s": round(search_s, 1),
         "proposer": {column.name: column_stats(asked, column_s)} if column else {},
     }
 
 
-def searcher_runs(space: Space, noise: Noise, first_trials: list[list[str]]) -> dict[str, Callable[[int], Picks]]:
+def describe(space: Space) -> dict:
+    """What a row says of its scenario and space, before any searcher's figures."""
+    scenario = space.scenario
+    values = [m.output_throughput for m in space.truth.values() if m is not None]
+    return {
+        "scenario": scenario.name, "model": scenario.model.name, "gpu": f"{scenario.gpu} x{scenario.tp}",
+        "flavor": scenario.flavor, "workload": scenario.workload.model_dump(mode="json"),
+        "operator_args": scenario.server_args,
+        "search_space": scenario.search_space.model_dump(mode="json") if scenario.search_space else None,
+        "slo": scenario.slo.model_dump(mode="json") if scenario.slo else None,
+        "points": len(space.points), "knobs": len(space.families),
+        "knob_options": {k: len(v) + 1 for k, v in space.families.items()},
+        "baseline_tok_s": space.value(space.baseline_argv), "best_tok_s": space.best,
+        "best_unconstrained_tok_s": space.best_unconstrained,
+        "feasible_share": sum(space.feasible(k) for k in space.truth) / len(values),
+        "near_best_share": space.near_best(),
+    }
+
+
+def tpe_tuning(space: Space, noise: Noise) -> dict[str, dict]:
+    """TPE's start-up trials per budget, chosen on held-out seeds; constrained TPE's too under an SLO."""
+    found = {TUNED: tuned_startups(space, noise, BUDGETS)}
+    if space.scenario.slo:
+        found[CONSTRAINED] = tuned_startups(space, noise, BUDGETS, constrained=True)
+    return found
+
+
+def searcher_runs(space: Space, noise: Noise, first_trials: list[list[str]],
+                  tuning: dict[str, dict]) -> dict[str, Callable[[int], Picks]]:
     """Each searcher's run of one seed; planner+history's first trials land in `first_trials`."""
     def planner_history(seed: int) -> Picks:
         picks, trials = climb_search(space, noise, seed, BUDGETS, history=True)
         first_trials.append([f"{t.name}: {t.outcome}" for t in trials[:5]])
         return picks
 
-    return {PLANNER: planner_history, "planner": lambda seed: climb_search(space, noise, seed, BUDGETS)[0],
+    def startups(name: str) -> dict[int, int]:
+        return {b: tuned["chosen"] for b, tuned in tuning[name].items()}
+
+    runs = {PLANNER: planner_history, "planner": lambda seed: climb_search(space, noise, seed, BUDGETS)[0],
             "planner-single+history": lambda seed: climb_search(space, noise, seed, BUDGETS, history=True,
                                                                 combine=False)[0],
             "planner-single": lambda seed: climb_search(space, noise, seed, BUDGETS, combine=False)[0],
             "tpe": lambda seed: tpe_search(space, noise, seed, BUDGETS),
             "random": lambda seed: random_search(space, noise, seed, BUDGETS)}
+    if TUNED in tuning:
+        runs[TUNED] = lambda seed: tpe_budgeted(space, noise, seed, startups(TUNED))
+    if CONSTRAINED in tuning:
+        runs[CONSTRAINED] = lambda seed: tpe_budgeted(space, noise, seed, startups(CONSTRAINED), constrained=True)
+    return runs
 
 
 def column_run(space: Space, noise: Noise, column: ProposerColumn, asked: list[dict]) -> Callable[[int], Picks]:
@@ -225,50 +225,62 @@ def check_reproduced(previous: dict, space: Space, planner_shares: dict[int, lis
                          "run again without --add")
 
 
-def merged_row(previous: dict, column: ProposerColumn, shares: dict, medians: dict, stats: dict) -> dict:
-    """The committed row with the proposer column's shares, medians, standing against TPE and asks added."""
-    name = column.name
-    return {**previous, "median_share": {**previous["median_share"], name: medians[name]},
-            "shares": {**previous["shares"], name: shares[name]},
-            "ahead_of_tpe": {**previous["ahead_of_tpe"],
-                             name: {b: medians[name][b] > previous["median_share"]["tpe"][b] for b in BUDGETS}},
-            "proposer": {**previous.get("proposer", {}), name: stats}}
+def merged_row(previous: dict, column: ProposerColumn, shares: dict, stats: dict) -> dict:
+    """The committed row with the proposer column's shares added, its figures summarised again, and its asks."""
+    merged = {**previous["shares"], column.name: shares[column.name]}
+    return {**previous, **summarise(merged, (column.name,)), "shares": merged,
+            "proposer": {**previous.get("proposer", {}), column.name: stats}}
 
 
 def with_int_budgets(row: dict) -> dict:
-    """A row read back from JSON, its per-budget keys numbers again."""
-    def by_budget(table: dict) -> dict:
-        return {name: {int(b): v for b, v in values.items()} for name, values in table.items()}
-    return {**row, "median_share": by_budget(row["median_share"]), "shares": by_budget(row["shares"]),
-            "ahead_of_tpe": by_budget(row["ahead_of_tpe"])}
+    """A row read back from JSON, its shares' per-budget keys numbers again."""
+    return {**row, "shares": {name: {int(b): v for b, v in by.items()} for name, by in row["shares"].items()}}
 
 
 def columns_of(row: dict) -> list[str]:
-    return [*SEARCHERS, *row.get("proposer", {})]
+    return [name for name in (*SEARCHERS, *row.get("proposer", {})) if name in row["shares"]]
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"median share of the attainable gain at a budget of B launches (the operator's included); "
-          f"* = {PLANNER} not ahead of TPE at a budget up to {AHEAD_UP_TO}")
+    print(f"median share of the attainable gain at a budget of B launches (the operator's included) [95% bootstrap "
+          f"interval over seeds]; * = {PLANNER} not ahead of default TPE at a budget up to {AHEAD_UP_TO}; "
+          "under an SLO a pick that breaks it (noise-free) scores 0")
     if any(r.get("proposer") for r in rows):
         print(f"proposer:<label> = {PLANNER} with the model's rounds first; +/- = above/below {PLANNER}; "
               "under it the model's calls, rounds (fell back) and its variants tried (kept), all seeds summed")
     width = max(22, *(len(name) for r in rows for name in columns_of(r)))
-    header = f"{'scenario':36} {'points':>6} {'knobs':>5} {'gain':>6} {'searcher':>{width}} " + " ".join(
-        f"{'B=' + str(b):>6}" for b in BUDGETS)
+    header = f"{'scenario':38} {'points':>6} {'gain':>6} {'searcher':>{width}} " + " ".join(
+        f"{'B=' + str(b):>15}" for b in BUDGETS)
     print(header)
     print("-" * len(header))
     for r in rows:
         gain = f"{100 * (r['best_tok_s'] / r['baseline_tok_s'] - 1):5.0f}%"
         for index, name in enumerate(columns_of(r)):
-            lead = f"{r['scenario']:36} {r['points']:6d} {r['knobs']:5d} {gain:>6}" if index == 0 else " " * 55
-            print(f"{lead} {name:>{width}} " + " ".join(f"{100 * r['median_share'][name][b]:5.0f}%{_mark(r, name, b)}"
-                                                        for b in BUDGETS))
+            lead = f"{r['scenario']:38} {r['points']:6d} {gain:>6}" if index == 0 else " " * 52
+            print(f"{lead} {name:>{width}} " + " ".join(_cell(r, name, b) for b in BUDGETS))
             if name in r.get("proposer", {}):
                 a = r["proposer"][name]
-                print(f"{' ' * 55} {'':>{width}} {a['llm_calls']} calls, {a['rounds']} rounds ({a['rounds_fell_back']} "
+                print(f"{' ' * 52} {'':>{width}} {a['llm_calls']} calls, {a['rounds']} rounds ({a['rounds_fell_back']} "
                       f"fell back, {a['calls_failed']} on a failed call), {a['llm_trials']} llm trials "
                       f"({a['llm_keepers']} kept) over {a['seeds']} seeds")
+    print_behind(rows)
+
+
+def _cell(row: dict, name: str, budget: int) -> str:
+    i = row["interval"][name][budget]
+    text = f"{100 * i['median']:.0f}% [{100 * i['low']:.0f},{100 * i['high']:.0f}]"
+    return f"{text:>14}{_mark(row, name, budget)}"
+
+
+def print_behind(rows: list[dict]) -> None:
+    """Where a planner column's median is below tuned (or constrained) TPE's, with the paired interval."""
+    print(f"behind tuned TPE (median share difference, paired 95% bootstrap interval; ! = the whole interval below 0):")
+    found = [(r["scenario"], item) for r in rows for item in r["behind_tuned_tpe"]]
+    for scenario, item in found:
+        print(f"  {scenario} B={item['budget']}: {item['searcher']} - {item['against']} = {100 * item['diff']:+.1f} "
+              f"points [{100 * item['low']:+.1f}, {100 * item['high']:+.1f}]{' !' if item['clearly'] else ''}")
+    if not found:
+        print("  nowhere")
 
 
 def _mark(row: dict, name: str, budget: int) -> str:
@@ -280,10 +292,10 @@ def _mark(row: dict, name: str, budget: int) -> str:
     return " "
 
 
-def previous_results() -> dict:
-    path = RESULTS_DIR / "search_quality.json"
+def previous_results(folder: Path = RESULTS_DIR) -> dict:
+    path = folder / "search_quality.json"
     if not path.is_file():
-        raise SystemExit("--add needs benchmarks/results/search_quality.json (run without --add first)")
+        raise SystemExit(f"--add needs {path} (run without --add first)")
     return json.loads(path.read_text())
 
 
@@ -300,6 +312,8 @@ def main() -> int:
     parser.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, help="the proposer's rounds per climb at most")
     parser.add_argument("--add", action="store_true",
                         help="keep the committed columns and compute only the proposer column")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                        help="where search_quality.json goes (a smoke run: elsewhere than the committed one)")
     args, bench_run = start_run(parser)
     if (args.proposer == "real") != bool(args.provider and args.model) or (args.proposer != "real" and (
             args.provider or args.model)):
@@ -307,9 +321,8 @@ def main() -> int:
     if args.add and not args.proposer:
         parser.error("--add adds a proposer column: name it with --proposer")
     noise = Noise(launch_sd=args.launch_sd, repeat_sd=args.repeat_sd)
-    settings = {"budgets": BUDGETS, "seeds": args.seeds, "launch_sd": args.launch_sd, "repeat_sd": args.repeat_sd,
-                "repeats": noise.repeats, "synthetic_trace": SYNTHETIC_TRACE}
-    kept = previous_payload(settings) if args.add else {"rows": [], "columns": {}, "machine": None}
+    settings = settings_of(args.seeds, noise)
+    kept = previous_payload(settings, args.results_dir) if args.add else {"rows": [], "columns": {}, "machine": None}
     column = ProposerColumn(args.proposer, args.provider, args.model, args.max_rounds) if args.proposer else None
     started = time.monotonic()
     chosen = [s for s in scenarios(synthetic_trace_file()) if not args.only or args.only in s.name]
@@ -324,7 +337,7 @@ def main() -> int:
             rows[scenario.name] = row
             print(f"{scenario.name}: {row['points']} points, grid {row['grid_s']} s, search {row['search_s']} s"
                   + (f", {column.name} {row['proposer'][column.name]['search_s']} s" if column else ""), flush=True)
-            save(settings, list(rows.values()), columns, kept["machine"], bench_run)  # each row as it lands
+            save(settings, list(rows.values()), columns, kept["machine"], bench_run, args.results_dir)  # as it lands
     shown = [rows[s.name] for s in chosen]
     print_table(shown)
     for name in (PLANNER, "planner", *([column.name] if column else [])):
@@ -335,9 +348,22 @@ def main() -> int:
     return 0
 
 
-def previous_payload(settings: dict) -> dict:
+def settings_of(seeds: int, noise: Noise) -> dict:
+    """What every row was run with, and how its figures were summarised."""
+    return {"budgets": BUDGETS, "seeds": seeds, "launch_sd": noise.launch_sd, "repeat_sd": noise.repeat_sd,
+            "repeats": noise.repeats, "synthetic_trace": SYNTHETIC_TRACE,
+            "noisy": ["throughput", "latency", "telemetry"],
+            "history": {"configs": HISTORY_CONFIGS, "launches_each": HISTORY_LAUNCHES,
+                        "from": "earlier launches of other points of the space, on their own noise stream"},
+            "tpe_tuning": {"grid": list(STARTUP_GRID), "held_out_seeds": list(TUNING_SEEDS),
+                           "chosen_by": "highest mean held-out share per scenario and budget, ties to the larger"},
+            "bootstrap": {"resamples": RESAMPLES, "seed": BOOTSTRAP_SEED, "level": LEVEL,
+                          "kind": "percentile over seeds; differences paired by seed"}}
+
+
+def previous_payload(settings: dict, folder: Path = RESULTS_DIR) -> dict:
     """The committed rows and proposer columns, when they were run with the same seeds, budgets and noise."""
-    previous = previous_results()
+    previous = previous_results(folder)
     results = previous["results"]
     differ = [key for key in ("budgets", "seeds", "launch_sd", "repeat_sd", "repeats") if results[key] != settings[key]]
     if differ:
@@ -348,11 +374,14 @@ def previous_payload(settings: dict) -> dict:
             "machine": results.get("other_columns_machine") or previous["machine"]}
 
 
-def save(settings: dict, rows: list[dict], columns: dict, other_columns_machine: dict | None, bench_run: RunStart) -> None:
-    payload = {**settings, "searchers": list(SEARCHERS), "proposer_columns": columns, "scenarios": rows}
+def save(settings: dict, rows: list[dict], columns: dict, other_columns_machine: dict | None, bench_run: RunStart,
+         results_dir: Path = RESULTS_DIR) -> None:
+    behind = [{"scenario": r["scenario"], **item} for r in rows for item in r["behind_tuned_tpe"]]
+    payload = {**settings, "searchers": list(SEARCHERS), "proposer_columns": columns, "scenarios": rows,
+               "behind_tuned_tpe": behind}
     if other_columns_machine:  # --add: the other columns are the committed ones, measured there
         payload["other_columns_machine"] = other_columns_machine
-    write_results("search_quality", payload, bench_run)
+    write_results("search_quality", payload, bench_run, results_dir)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The climb driven by sim predictions instead of server launches. Pure code.
 
-A scenario is a sim target: a model, a GPU, the operator's engine args and a workload.
+A scenario is a sim target: a model, a GPU, the operator's engine args and a workload,
+and, as a target may have them, its own search_space and a latency SLO.
 Its baseline is a noisy `predict()`; the planner gets what the `baseline` and `roofline`
 assets would give it (the engine's own launch record, the roofline, the achieved
 share) through `plan_for_target`, the function the assets call; every trial is a noisy
@@ -17,10 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from hyperloom_assets.core.config.targets import Target, Workload
+from hyperloom_assets.core.config.search_space import SearchSpace
+from hyperloom_assets.core.config.targets import Target, TargetSlo, Workload
 from hyperloom_assets.core.decisions.climb import (
     Budget,
+    Checks,
     ClimbResult,
+    SloCheck,
     TrialMeasurement,
     TrialRecord,
     climb,
@@ -59,9 +63,11 @@ class SimScenario(Strict):
     model: Path
     gpu: str
     tp: int = 1
-    flavor: Literal["vllm", "sglang"] = "vllm"
+    flavor: Literal["vllm", "sglang", "atom"] = "vllm"
     server_args: list[str] = []  # the operator's engine args (no harness flags)
     workload: Workload
+    search_space: SearchSpace | None = None  # the target's own knobs (core/config/search_space.py)
+    slo: TargetSlo | None = None  # the target's latency SLO: the climb holds every launch to it
     max_trials: int = 16
     target_gain_pct: float = 1000.0  # by default climb until the plan or the trials run out
     noise_pct: float = 2.5
@@ -71,7 +77,7 @@ class SimScenario(Strict):
         harness = ["--gpu", self.gpu, "--tp", str(self.tp), "--flavor", self.flavor]
         return Target(engine="sim", model=self.model, server_args=[*harness, *self.server_args],
                       workload=self.workload, max_trials=self.max_trials, target_gain_pct=self.target_gain_pct,
-                      repeats=self.repeats)
+                      repeats=self.repeats, search_space=self.search_space, slo=self.slo)
 
 
 class OfflineClimb(Strict):
@@ -130,7 +136,7 @@ def measure_once(scenario: SimScenario, args: list[str], seed: int, launcher: La
     except SimConfigError as exc:
         return TrialMeasurement(error_class="crash", error=str(exc), argv=args)
     return TrialMeasurement(throughputs=m.repeats_throughputs(), measuring_s=sum(r.duration_s for r in m.repeats),
-                            argv=args, telemetry=m.telemetry)
+                            argv=args, telemetry=m.telemetry, latency=m.latency)
 
 
 def true_throughput(scenario: SimScenario, args: list[str]) -> float | None:
@@ -203,8 +209,11 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
         return measure_once(scenario, argv, next(seeds), launcher)
 
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
+    # Under an SLO every launch is held to it, as the trials asset does (assets/trials.py); a scenario
+    # has no objective of its own, so the climb compares output tok/s (the target's default).
+    checks = Checks(slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None)
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   MemoryLedger(finished=history), prior=prior)
+                   MemoryLedger(finished=history), checks=checks, prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
                         launches=1 + sum(t.launch_count for t in result.trials),

@@ -89,11 +89,40 @@ def proposer_sim(r: dict) -> Table:
 
 
 def search_quality(r: dict) -> Table:
+    if "interval" not in (r["scenarios"] or [{}])[0]:
+        return _search_quality_medians(r)
+    searchers = ["planner+history", "planner", "tpe", "tpe-tuned", "tpe-constrained", "random"]
+    shown = [n for n in searchers if any(n in s["interval"] for s in r["scenarios"])]
+    rows = [[s["scenario"], budget, *(_interval(s["interval"].get(name, {}).get(str(budget))) for name in shown),
+             _differences(s, str(budget)), _behind(s, budget)]
+            for s in r["scenarios"] for budget in r["budgets"]]
+    header = ["scenario", "launches", *(f"{n} median share [95%]" for n in shown),
+              "planner+history minus tuned TPE [95%, paired]", "planner+history behind_tuned_tpe"]
+    return header, rows
+
+
+def _search_quality_medians(r: dict) -> Table:
+    """A result from before the intervals: medians only."""
     searchers = ["planner+history", "planner", "tpe", "random"]
     rows = [[s["scenario"], budget, *(s["median_share"].get(name, {}).get(str(budget), "") for name in searchers),
              s["ahead_of_tpe"].get(searchers[0], {}).get(str(budget), "")]
             for s in r["scenarios"] for budget in r["budgets"]]
     return ["scenario", "launches", *(f"{n} median share" for n in searchers), f"{searchers[0]} ahead_of_tpe"], rows
+
+
+def _interval(i: dict | None) -> str:
+    return "" if i is None else f"{i['median']:.3f} [{i['low']:.3f}, {i['high']:.3f}]"
+
+
+def _differences(s: dict, budget: str) -> str:
+    by_ref = s["vs_tuned_tpe"].get("planner+history", {})
+    return "; ".join(f"{'' if ref == 'tpe-tuned' else ref + ': '}{d[budget]['diff']:+.3f} "
+                     f"[{d[budget]['low']:+.3f}, {d[budget]['high']:+.3f}]" for ref, d in by_ref.items())
+
+
+def _behind(s: dict, budget: int) -> str:
+    found = [b for b in s["behind_tuned_tpe"] if b["searcher"] == "planner+history" and b["budget"] == budget]
+    return ", ".join(f"{b['against']}{' (interval below 0)' if b['clearly'] else ''}" for b in found) or "no"
 
 
 def recipe_memory(r: dict) -> Table:

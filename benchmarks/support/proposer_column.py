@@ -41,11 +41,12 @@ ORACLE_RATIONALE = "the best configuration of this space that one change can rea
 
 
 def oracle_args(space: Space) -> list[str] | None:
-    """The best point one change reaches: the engine args it sets otherwise than the operator, on top of hers."""
+    """The best point one change reaches (within the SLO, under one): the engine args it sets otherwise than the
+    operator, on top of hers."""
     target = space.scenario.target()
     operator = effective_settings(target.server_args)
     by_key = dict(zip(space.keys, space.points))
-    ranked = sorted(((m.output_throughput, key) for key, m in space.truth.items() if m is not None), reverse=True)
+    ranked = sorted(((m.output_throughput, key) for key, m in space.truth.items() if space.feasible(key)), reverse=True)
     for _, key in ranked:
         if key not in by_key:
             continue

@@ -1,27 +1,30 @@
 """The searchers benchmarks/search_quality.py compares, each paying in launches of one Space.
 
 - the planner and climb: `run_offline_climb` (the trials asset's climb, with
-  `plan_for_target`) on the space's noisy launches, every plan narrowed to the space;
-  its pick at a budget is the stack of the keepers it had kept by then; with or
-  without the launch noise of earlier runs (as the store pools it), with or without
-  the variant that moves several knobs at once, with or without a model's proposer
-  rounds (benchmarks/support/offline_proposer.py);
-- Optuna's TPE sampler (defaults; the operator's config enqueued as its first trial),
-  one categorical per knob, one launch per trial, refused configs told as failed;
+  `plan_for_target`, and under the target's SLO its SLO check) on the space's noisy
+  launches, every plan narrowed to the space; its pick at a budget is the stack of the
+  keepers it had kept by then; with or without the launch noise of earlier runs (as the
+  store pools it: `history_prior`), with or without the variant that moves several knobs
+  at once, with or without a model's proposer rounds (benchmarks/support/offline_proposer.py);
+- Optuna's TPE sampler (the operator's config enqueued as its first trial), one
+  categorical per knob, one launch per trial, refused configs told as failed: with its
+  defaults (10 random start-up trials), with the start-up trials chosen per budget
+  (tpe_tuning.py), and under an SLO with its constraints (each limit's measured
+  percentile minus the limit, through `Trial.set_constraint`: what TPESampler's
+  `constraints_func` feeds, deprecated for it in Optuna 5.0; the sampler reads both);
 - random search over the space's distinct points, the operator's config first.
-A sampler's pick is the point whose launches averaged highest. Every searcher starts
-with one launch of the operator's config.
+A sampler's pick is the point whose launches averaged highest among those no launch of
+which broke the SLO (pick_at). Every searcher starts with one launch of the operator's config.
 """
 
 from __future__ import annotations
 
 import random
-import statistics
 
 import optuna
 
 from benchmarks.support.offline_climb import Proposer, run_offline_climb
-from benchmarks.support.search_space import LaunchBudgetSpent, Launches, Log, Noise, Space, pick_at
+from benchmarks.support.search_space import LaunchBudgetSpent, Launches, Log, Logged, Noise, Space, pick_at
 from hyperloom_assets.core.decisions.climb import TrialRecord, launched_changes
 from hyperloom_assets.core.decisions.history import prior_from
 from hyperloom_assets.core.measurement.stats import LaunchNoise
@@ -29,13 +32,15 @@ from hyperloom_assets.core.planning.stack import composition
 from hyperloom_assets.core.planning.variants import Variant
 
 Picks = dict[int, list[str]]  # budget -> the searcher's pick after that many launches
+DEFAULT_STARTUP = 10  # TPESampler's n_startup_trials
 
 
-def _log_launch(launches: Launches, log: Log, argv: list[str]) -> float | None:
-    values = launches.repeats(argv)
-    mean = statistics.fmean(values) if values else None
-    log.append((launches.space.key(argv) or "refused", argv, mean))
-    return mean
+def _log_launch(launches: Launches, log: Log, argv: list[str]) -> Logged:
+    m = launches.launch(argv)
+    entry = Logged(launches.space.key(argv) or "refused", argv, m.output_throughput if m else None,
+                   launches.space.meets(m) if m else True)
+    log.append(entry)
+    return entry
 
 
 def sampler_picks(log: Log, budgets: list[int]) -> Picks:
@@ -51,31 +56,58 @@ def random_search(space: Space, noise: Noise, seed: int, budgets: list[int]) -> 
     return sampler_picks(log, budgets)
 
 
-def tpe_search(space: Space, noise: Noise, seed: int, budgets: list[int]) -> Picks:
+def tpe_log(space: Space, noise: Noise, seed: int, trials: int, startup: int = DEFAULT_STARTUP,
+            constrained: bool = False) -> Log:
+    """One TPE study of `trials` launches; `constrained`: each launch's SLO excess told as its constraints."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    launches, log = Launches(space, noise, seed, max(budgets)), []
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+    launches, log = Launches(space, noise, seed, trials), []
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
     knobs = list(space.families.values())
     study.enqueue_trial({f"knob{i}": 0 for i in range(len(knobs))})
-    for _ in range(max(budgets)):
+    for _ in range(trials):
         trial = study.ask()
         choices = [trial.suggest_categorical(f"knob{i}", list(range(len(options) + 1))) for i, options in enumerate(knobs)]
-        mean = _log_launch(launches, log, space.choices_argv(choices))
-        if mean is None:
+        argv = space.choices_argv(choices)
+        entry = _log_launch(launches, log, argv)
+        if entry.mean is None:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        else:
-            study.tell(trial, mean)
-    return sampler_picks(log, budgets)
+            continue
+        if constrained:
+            for index, excess in enumerate(space.excess(launches.last)):
+                trial.set_constraint(f"slo{index}", min(excess, 1e9))
+        study.tell(trial, entry.mean)
+    return log
+
+
+def tpe_search(space: Space, noise: Noise, seed: int, budgets: list[int]) -> Picks:
+    """TPE with its defaults: one study of the largest budget, its pick read at each."""
+    return sampler_picks(tpe_log(space, noise, seed, max(budgets)), budgets)
+
+
+def tpe_budgeted(space: Space, noise: Noise, seed: int, startups: dict[int, int], constrained: bool = False) -> Picks:
+    """TPE with the start-up trials chosen for each budget: one study a budget, its pick at its end."""
+    return {b: pick_at(tpe_log(space, noise, seed, b, startup, constrained), b) for b, startup in startups.items()}
 
 
 HISTORY_CONFIGS = 10  # what earlier runs on the host left: configs launched three times each
+HISTORY_LAUNCHES = 3
+HISTORY_SEED = 1_000_003  # the earlier runs' own noise stream, apart from every searcher's
 
 
-def history_prior(noise: Noise, seed: int) -> LaunchNoise | None:
-    """The pooled launch noise earlier runs of the same host, engine and model would leave."""
+def history_prior(space: Space, noise: Noise, seed: int) -> LaunchNoise | None:
+    """The launch noise earlier runs of the same host, engine and model would leave in the store.
+
+    Earlier runs launched other configs of the model (points of the space drawn at random),
+    each three times with the noise model on their own stream; the store keeps each
+    config's launch means and pools them (decisions/history.py: prior_from) as it would.
+    """
     rng = random.Random(seed + 7_919)
-    groups = [[level * (1 + rng.gauss(0, noise.launch_sd)) * (1 + rng.gauss(0, noise.repeat_sd / noise.repeats ** 0.5))
-               for _ in range(3)] for level in (1000.0 * (1 + rng.random()) for _ in range(HISTORY_CONFIGS))]
+    served = [argv for argv, key in zip(space.points, space.keys) if space.truth.get(key) is not None]
+    launches = Launches(space, noise, HISTORY_SEED + seed, HISTORY_CONFIGS * HISTORY_LAUNCHES)
+    groups = []
+    for argv in rng.sample(served, min(HISTORY_CONFIGS, len(served))):
+        groups.append([launches.launch(argv).output_throughput for _ in range(HISTORY_LAUNCHES)])
     return prior_from(groups)
 
 
@@ -100,7 +132,7 @@ def climb_search(space: Space, noise: Noise, seed: int, budgets: list[int], *, h
 
     try:
         run_offline_climb(scenario, seed, launcher=lambda _, argv, __: launches.measurement(argv), admits=admits,
-                          history=trials, prior=history_prior(noise, seed) if history else None, proposer=proposer)
+                          history=trials, prior=history_prior(space, noise, seed) if history else None, proposer=proposer)
     except LaunchBudgetSpent:
         pass  # the trial in progress when the budget ran out decided nothing
     return climb_picks(space, trials, budgets), trials

@@ -1,6 +1,7 @@
 """A sim scenario's search space: every knob the engine's seed grid offers, and their product.
 
-Code only benchmarks use. A knob is one setting (its family's values relative to the
+Code only benchmarks use. A scenario with a search_space searches the grid the planner
+would (core/planning/search_space.py lays it over the seed grid). A knob is one setting (its family's values relative to the
 operator's config, the ablation of the operator's own flag, or leaving it alone); a
 point is one choice per knob, counted once per distinct engine configuration (two
 routes to the same resolved config are one point). Values the sim's parser does not
@@ -14,8 +15,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from benchmarks.support.offline_climb import SimScenario, true_throughput
 from hyperloom_assets.core.engines.registry import grid_engine, harness_flags_for
+from hyperloom_assets.core.planning.plan_evidence import grids_for
 from hyperloom_assets.core.planning.planner import PlanEvidence, ablation_proposals, base_for, seed_proposals
-from hyperloom_assets.core.planning.seed_grids import load_grids
 from hyperloom_assets.core.planning.variants import Variant, compose, setting_key, split_args
 from hyperloom_assets.core.roofline.gpus import gpu_spec
 from hyperloom_assets.sim.engine_args import resolve_config
@@ -48,15 +49,20 @@ def config_key(scenario: SimScenario, argv: list[str]) -> str | None:
 
 
 def grid_families(scenario: SimScenario, evidence: PlanEvidence) -> tuple[Families, list[str]]:
-    """Knob -> its alternatives (every value the grid family offers, every ablation); and the refused ones."""
+    """Knob -> its alternatives (every value the grid family offers, every ablation); and the refused ones.
+
+    The grid is the one the planner searches for the target: its search_space laid over the
+    seed grid (or, with `only: true`, alone and without ablations), by the planner's own code.
+    """
     target = scenario.target()
-    grid = load_grids()[grid_engine("sim", scenario.flavor)]
+    grid = grids_for(target, scenario.flavor)[grid_engine("sim", scenario.flavor)]
     args = target.server_args
     base = base_for(grid, args, {}, scenario.workload, evidence)
     harness = {setting_key(f) for f in harness_flags_for("sim")}
     # Ablations first: where a drop and a counter-flag resolve to the same engine config,
     # the grid keeps (and prints) the drop.
-    proposals = ablation_proposals(base, args, {}, harness) + seed_proposals(base)
+    ablations = ablation_proposals(base, args, {}, harness) if grid.ablate else []
+    proposals = ablations + seed_proposals(base)
     families: Families = {}
     refused = []
     for proposal in proposals:
