@@ -38,7 +38,7 @@ from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.measurement.workloads import build_plan, default_warmups
 from hyperloom_assets.core.models import Strict
-from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target
+from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target, slo_skip
 from hyperloom_assets.core.planning.planner import PlanEvidence
 from hyperloom_assets.core.planning.recipes import Recipe, offered_recipes
 from hyperloom_assets.core.planning.stack import composition
@@ -211,7 +211,8 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     budget = Budget(max_trials=target.max_trials, target_gain_pct=target.target_gain_pct)
     # Under an SLO every launch is held to it, as the trials asset does (assets/trials.py); a scenario
     # has no objective of its own, so the climb compares output tok/s (the target's default).
-    checks = Checks(slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None)
+    checks = Checks(slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
+                    skip=slo_skip(target, roofline))
     result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
                    MemoryLedger(finished=history), checks=checks, prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,

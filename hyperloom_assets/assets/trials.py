@@ -37,7 +37,7 @@ from hyperloom_assets.core.engines.registry import engine_for, speaking
 from hyperloom_assets.core.measurement.objective import goodputs_if_measured, repeat_values
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
-from hyperloom_assets.core.planning.plan_evidence import plan_for_target
+from hyperloom_assets.core.planning.plan_evidence import plan_for_target, slo_skip
 from hyperloom_assets.core.planning.recipes import RecipeClass, offered_recipes
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.proposer.critic_rules import Review
@@ -199,7 +199,7 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
                                  review=(lambda keepers, variant: critic.review(history, keepers, variant))
                                  if critic else None,
                                  slo=SloCheck(target.slo, baseline.measurement.latency, target.objective)
-                                 if target.slo else None),
+                                 if target.slo else None, skip=slo_skip(target, roofline.roofline)),
                    prior=prior)
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))

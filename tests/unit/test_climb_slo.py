@@ -106,3 +106,29 @@ def test_the_trials_table_carries_each_verdict() -> None:
     assert "| SLO |" in text
     assert "missed at p95: TPOT 60 ms (bound 60)" in text and "met at p95: TPOT 16 ms (bound 16)" in text
     assert "| SLO |" not in trials_markdown(run(first_only([CHUNKS]), physics()[0], slo=None).trials)
+
+
+def test_a_cap_at_or_over_one_that_broke_tpot_is_passed_over_without_a_launch() -> None:
+    from types import SimpleNamespace
+
+    from hyperloom_assets.core.config.targets import Target, Workload
+    from hyperloom_assets.core.planning.plan_evidence import slo_skip
+    from tests.conftest import SIM_MODEL
+
+    target = Target(engine="vllm", model=SIM_MODEL, server_args=["--max-num-seqs", "16"], slo=SLO,
+                    workload=Workload(kind="random", isl=512, osl=128, concurrency=256))
+    skip = slo_skip(target, SimpleNamespace(hardware="H100 SXM"))  # vLLM's GPU default cap is 256
+    caps = {n: variant(f"max-num-seqs={n}", "--max-num-seqs", str(n)) for n in (64, 128, 256)}
+    drop = Variant(name="drop --max-num-seqs", remove_args=["--max-num-seqs"], provenance="ablation", reason="t")
+
+    def measure(keepers: list[Variant], v: Variant | None) -> TrialMeasurement:
+        cap = 16
+        for knob in [*keepers, *([v] if v else [])]:
+            cap = 256 if knob.remove_args else int(knob.add_args[1])
+        return TrialMeasurement(throughputs=[100.0 + cap] * 3, measuring_s=1.0, latency=latency(cap / 4))
+
+    result = climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0),
+                   first_only([caps[128], caps[256], drop, caps[64]]), measure, MemoryLedger(),
+                   checks=Checks(slo=SloCheck(SLO, latency(4)), skip=skip))
+    assert [(t.name, t.outcome) for t in result.trials] == [("max-num-seqs=128", "REVERT"), ("max-num-seqs=64", "KEEP")], \
+        "a cap of 128 breaks TPOT 30 ms, so 256 and the default (256) are not launched"

@@ -168,3 +168,30 @@ def test_each_slo_diagnosis_puts_the_knob_that_acts_on_it_first() -> None:
     queued = plan("vllm", None, ["--max-num-seqs", "16"], {}, CHUNKY, PlanEvidence(slo_breach=QUEUED), set(), grids=GRIDS)
     singles = [v for v in queued if v.provenance != "combined"]
     assert singles[0].rule.startswith("cap_raise"), [(v.name, v.rule) for v in singles]
+
+
+def test_a_sequence_cap_that_broke_tpot_bounds_the_caps_planned_after_it() -> None:
+    from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
+    from hyperloom_assets.core.planning.slo_ceiling import broke_batch_latency
+
+    operator = ["--max-num-seqs", "16"]
+    workload = Workload(kind="random", isl=1024, osl=256, concurrency=256)
+    first = {v.name: v for v in plan("vllm", None, operator, {}, workload, PlanEvidence(), set(), grids=GRIDS)}
+    caps = sorted(int(n.split("=")[1]) for n in first if n.startswith("max-num-seqs="))
+    assert len(caps) >= 3 and "drop --max-num-seqs" in first, first
+    broke = first[f"max-num-seqs={caps[1]}"]
+    slo = TargetSlo(tpot_ms=20, ttft_ms=5000, percentile=95)
+    tpot = SloVerdict(percentile=95, tpot_ms=28.0, tpot_upper_ms=28.1, ttft_ms=100, ttft_upper_ms=120, launches=1,
+                      met=False, why="tpot")
+    ttft = tpot.model_copy(update={"tpot_ms": 10.0, "tpot_upper_ms": 11.0, "ttft_ms": 6000, "ttft_upper_ms": 7000})
+    assert broke_batch_latency(slo, tpot) and not broke_batch_latency(slo, ttft), "queueing is not the batch's"
+    history = [Tried(broke, "REVERT", 200.0, broke_batch_latency(slo, tpot))]
+    after = {v.name for v in plan("vllm", None, operator, {}, workload, PlanEvidence(), set(), grids=GRIDS,
+                                  history=history)}
+    assert f"max-num-seqs={caps[0]}" in after, "a smaller cap may still meet it"
+    assert not [n for n in after if n.startswith("max-num-seqs=") and int(n.split("=")[1]) >= caps[1]], after
+    assert "drop --max-num-seqs" not in after, "the default cap is larger still"
+    assert not any(f"max-num-seqs={caps[1]}" in n for n in after if n.startswith("combined")), after
+    queued = [Tried(broke, "REVERT", 200.0, broke_batch_latency(slo, ttft))]
+    assert f"max-num-seqs={caps[2]}" in {v.name for v in plan("vllm", None, operator, {}, workload, PlanEvidence(),
+                                                                 set(), grids=GRIDS, history=queued)}

@@ -93,6 +93,9 @@ def test_goodput_without_an_slo_is_refused_naming_the_field(tmp_path: Path) -> N
         on_throughput.model_copy(update={"slo": None})), "the default objective keeps earlier versions"
     assert len({server_config_version(t) for t in (on_throughput, on_goodput, tighter)}) == 3, \
         "goodput's launches are its own evidence, under its own limits"
+    from hyperloom_assets.assets.trials import target_noise_key
+    assert target_noise_key(on_goodput, "sim-1") == target_noise_key(on_throughput, "sim-1") + "|goodput", \
+        "and so is its launch noise"
 
 
 def test_the_validation_compares_the_objectives_launches() -> None:

@@ -21,7 +21,9 @@ a variant that meets it is KEEP `slo_reached` whatever its throughput, so the se
 finds a config that meets the SLO and then climbs throughput among those that do. The
 rebench's fresh launch must meet the SLO too. With the objective goodput (SloCheck.objective)
 every comparison reads each launch's goodputs, the requests per second within the SLO,
-instead of its output tok/s (objective.py).
+instead of its output tok/s (objective.py). A plan is made once per keeper; `Checks.skip`
+passes over what the trials since then ruled out (a sequence cap the SLO's TPOT was seen
+to break: planning/slo_ceiling.py).
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
 # (keepers, variant) -> the critic's review of a planned patch, before `git apply` (a model's
 # proposal was reviewed when it was proposed)
 ReviewFn = Callable[[list[Variant], Variant], Review]
+# (variant, the trials so far) -> True to pass it over: what the trials since the plan was made rule out
+SkipFn = Callable[[Variant, list[TrialRecord]], bool]
 
 
 class SloCheck(NamedTuple):
@@ -114,6 +118,7 @@ class Checks(NamedTuple):
     gate: GateFn | None = None
     review: ReviewFn | None = None
     slo: SloCheck | None = None
+    skip: SkipFn | None = None
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -250,9 +255,10 @@ def _first_line(result: TrialMeasurement) -> str:
     return (result.error or "").splitlines()[0][:300] if result.error else ""
 
 
-def _next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str]) -> Variant | None:
+def _next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str],
+                  skip: Callable[[Variant], bool] | None = None) -> Variant | None:
     for variant in plan:
-        if trial_fingerprint(keepers, variant) not in seen:
+        if trial_fingerprint(keepers, variant) not in seen and not (skip and skip(variant)):
             return variant
     return None
 
@@ -291,7 +297,8 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
         reason = _stop_reason(trials, gain_pct(evidence[best_key], evidence[BASELINE]), budget)
         if reason:
             return result(reason.value)
-        variant = _next_variant(candidates, keepers, seen)
+        variant = _next_variant(candidates, keepers, seen,
+                                (lambda v: checks.skip(v, trials)) if checks.skip else None)
         if variant is None:
             return result(StopReason.NO_MORE_CANDIDATES.value)
         fingerprint = trial_fingerprint(keepers, variant)

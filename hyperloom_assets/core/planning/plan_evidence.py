@@ -8,7 +8,7 @@ history; the planner does the rest.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hyperloom_assets.core.config.targets import Target, TargetSlo
 from hyperloom_assets.core.measurement.latency import Latency
@@ -20,6 +20,7 @@ from hyperloom_assets.core.engines import speaking
 from hyperloom_assets.core.engines.registry import grid_engine
 from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
 from hyperloom_assets.core.planning.search_space import with_search_space
+from hyperloom_assets.core.planning.slo_ceiling import broke_batch_latency, cap_ceiling, over_ceiling
 from hyperloom_assets.core.planning.seed_grids import SeedGrid, load_grids
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.results import BaselineResult
@@ -70,13 +71,18 @@ def plan_evidence(target: Target, baseline: BaselineResult, roofline: Roofline, 
         binding=roofline.binding, achieved_pct=achieved_pct, telemetry=telemetry, slo_breach=breach,
         sequence_cap=_sequence_cap(target, baseline.launch.evidence),
         prefix_share=prefix_share_of(target.workload, baseline.measurement.theoretical_prefix_hit_pct),
-        host="cpu" if roofline.hardware.startswith("cpu") else "gpu", **model_class(shape),
+        host=host_kind(roofline), **model_class(shape),
     )
 
 
 def model_class(shape: ModelShape) -> dict[str, bool]:
     """What the grids' `when` clauses ask of the model: MoE, fp8 weights, MTP layers."""
     return dict(moe=shape.experts > 0, fp8_model=shape.dtype in FP8_DTYPES, has_mtp=shape.mtp_layers > 0)
+
+
+def host_kind(roofline: Roofline) -> str:
+    """The seed grid's host kind for the engine's defaults: cpu or gpu."""
+    return "cpu" if roofline.hardware.startswith("cpu") else "gpu"
 
 
 def grids_for(target: Target, flavor: str | None) -> dict[str, SeedGrid]:
@@ -93,7 +99,7 @@ def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline
     """The plan on top of the stack so far (the first plan when there are no keepers)."""
     evidence = plan_evidence(target, baseline, roofline, achieved, history)
     flavor = speaking(target.engine, target.server_args).name
-    past = [Tried(t.variant, t.outcome, t.decision.gain_pct) for t in history]
+    past = [Tried(t.variant, t.outcome, t.decision.gain_pct, broke_batch_latency(target.slo, t.slo)) for t in history]
     patches = patch_candidates(target, baseline.launch.engine_version, keepers, tried, tried_patches)
     grids = grids_for(target, flavor)
     if not keepers:
@@ -101,3 +107,19 @@ def plan_for_target(target: Target, baseline: BaselineResult, roofline: Roofline
                                  tried, grids=grids, history=past), patches)
     return with_patches(replan(target.engine, flavor, target.server_args, target.env, keepers, target.workload,
                                evidence, tried, grids=grids, history=past), patches)
+
+
+def slo_skip(target: Target, roofline: Roofline) -> Callable[[Variant, Sequence[TrialRecord]], bool] | None:
+    """The climb's skip under an SLO: a sequence cap at or over one whose trial broke TPOT or E2E
+    (a dropped cap steps to the engine's default), decided as the trials come in."""
+    if target.slo is None:
+        return None
+    flavor = speaking(target.engine, target.server_args).name
+    grid = grids_for(target, flavor)[grid_engine(target.engine, flavor)]
+    host = host_kind(roofline)
+
+    def skip(variant: Variant, trials: Sequence[TrialRecord]) -> bool:
+        broke = [t.variant for t in trials if broke_batch_latency(target.slo, t.slo)]
+        return over_ceiling(variant, cap_ceiling(broke, grid.sequence_cap_flag, grid.boolean_flag_set()), grid, host)
+
+    return skip

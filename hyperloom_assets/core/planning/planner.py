@@ -28,6 +28,7 @@ from hyperloom_assets.core.planning.rules import shipped_rules
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.registry import engine_flags_for, grid_engine, harness_flags_for
 from hyperloom_assets.core.planning.seed_grids import GridEntry, SeedGrid, When, accuracy_risk, load_grids
+from hyperloom_assets.core.planning.slo_ceiling import cap_ceiling, over_ceiling
 from hyperloom_assets.core.planning.variants import (
     EffectiveConfig,
     Variant,
@@ -288,6 +289,7 @@ class Tried(NamedTuple):
     variant: Variant
     outcome: str
     gain_pct: float | None
+    broke_batch_latency: bool = False  # its launches broke the SLO's TPOT or E2E limit (slo_ceiling.py)
 
 
 def inert_knobs(history: Sequence[Tried], bottleneck: str) -> set[frozenset[str]]:
@@ -360,8 +362,11 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     proposals = seed_proposals(base)
     if grid.ablate:
         proposals += ablation_proposals(base, operator_args, operator_env, protected)
+    ceiling = cap_ceiling([t.variant for t in history if t.broke_batch_latency], grid.sequence_cap_flag,
+                          grid.boolean_flag_set())
     pairs = [(p.family, scored(p, base)) for p in proposals
-             if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)]
+             if knob_of(p.variant) not in inert and _admissible(p.variant, base, harness, accepted_flags, operator_args)
+             and not over_ceiling(p.variant, ceiling, grid, base.evidence.host)]
     pairs.sort(key=lambda pair: (-pair[1].expected_value, pair[1].provenance not in PLANNED, _natural(pair[1].name)))
     candidates = [variant for _, variant in pairs]
     joint = _joint(pairs, base, history, frozenset(protected))
