@@ -32,6 +32,7 @@ from hyperloom_assets.core.report.markdown import (
     run_measurement_warnings,
     slo_text,
 )
+from hyperloom_assets.core.measurement.objective import mean_goodput
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.report.pareto import config_names, frontier
 from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_pareto, plot_roofline_position
@@ -177,7 +178,7 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
         slo=" ".join([slo_text(target.slo, slo_verdict(target.slo, [baseline.measurement.latency]), stack.slo),
                       *([capacity_text(stack.capacity_at_slo)] if stack.capacity_at_slo else [])])
         if target.slo else None,
-        objective=target.objective, baseline_goodput=baseline.measurement.goodput, final_goodput=stack.final_goodput,
+        objective=target.objective, baseline_goodput=mean_goodput(baseline.measurement), final_goodput=stack.final_goodput,
     )
 
 

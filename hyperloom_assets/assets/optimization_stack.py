@@ -23,7 +23,7 @@ from hyperloom_assets.core.config.targets import Objective, Target
 from hyperloom_assets.core.decisions.rule import validated_gain
 from hyperloom_assets.core.measurement.capacity import Capacity, CapacityAtSlo
 from hyperloom_assets.core.measurement.latency import Latency
-from hyperloom_assets.core.measurement.objective import goodputs_if_measured
+from hyperloom_assets.core.measurement.objective import goodputs_if_measured, mean_goodput
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
@@ -216,7 +216,7 @@ def stack_result(target: Target, baseline: BaselineResult, trials: TrialsResult,
     else:
         gain = low = high = 0.0
         final = baseline.measurement.output_throughput
-        final_goodput = baseline.measurement.goodput
+        final_goodput = mean_goodput(baseline.measurement)
         top_argv = baseline.launch.argv
         latencies = [baseline.measurement.latency]  # nothing kept: the stack is the baseline's config
     return StackResult(keepers=keepers, conflicts=[c.describe() for c in stack.conflicts],

@@ -4,15 +4,19 @@ too, and each trial's row carries the verdict with its percentiles and bounds.""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from hyperloom_assets.core.config.targets import TargetSlo
+from hyperloom_assets.core.config.targets import Target, TargetSlo, Workload
 from hyperloom_assets.core.decisions.climb import Budget, Checks, SloCheck, TrialMeasurement, climb
 from hyperloom_assets.core.decisions.ledger import MemoryLedger
 from hyperloom_assets.core.measurement.measurement import RequestRecord
 from hyperloom_assets.core.measurement.metrics import latency_of
+from hyperloom_assets.core.planning.plan_evidence import slo_skip
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.rendering import trials_markdown
+from tests.conftest import SIM_MODEL
 
 BASE = [100.0, 101.0, 99.0]
 SLO = TargetSlo(tpot_ms=30, percentile=95)
@@ -109,12 +113,6 @@ def test_the_trials_table_carries_each_verdict() -> None:
 
 
 def test_a_cap_at_or_over_one_that_broke_tpot_is_passed_over_without_a_launch() -> None:
-    from types import SimpleNamespace
-
-    from hyperloom_assets.core.config.targets import Target, Workload
-    from hyperloom_assets.core.planning.plan_evidence import slo_skip
-    from tests.conftest import SIM_MODEL
-
     target = Target(engine="vllm", model=SIM_MODEL, server_args=["--max-num-seqs", "16"], slo=SLO,
                     workload=Workload(kind="random", isl=512, osl=128, concurrency=256))
     skip = slo_skip(target, SimpleNamespace(hardware="H100 SXM"))  # vLLM's GPU default cap is 256

@@ -15,7 +15,12 @@ from hyperloom_assets.core.decisions.climb import Budget, Checks, SloCheck, Tria
 from hyperloom_assets.core.decisions.ledger import MemoryLedger
 from hyperloom_assets.core.measurement.measurement import RepeatMetrics
 from hyperloom_assets.core.measurement.metrics import summarize
-from hyperloom_assets.core.measurement.objective import decision_goodput, goodputs_if_measured, repeat_values
+from hyperloom_assets.core.measurement.objective import (
+    decision_goodput,
+    goodputs_if_measured,
+    mean_goodput,
+    repeat_values,
+)
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.report.rendering import trials_markdown
 from tests.conftest import SIM_MODEL
@@ -33,8 +38,9 @@ def test_a_round_is_read_in_the_objectives_values_and_none_within_the_slo_still_
     m = summarize([round_of(100, 2.0), round_of(110, 0.0, duration_s=5.0)])
     assert repeat_values(m, "throughput") == [100, 110]
     assert repeat_values(m, "goodput") == [2.0, 0.1], "no request within the SLO: half a request over the round"
-    assert decision_goodput(round_of(1, 0.05)) == 0.05, "the floor only lifts a round below half a request"
+    assert decision_goodput(round_of(1, 0.2)) == 0.2, "the floor only lifts a round below half a request"
     assert goodputs_if_measured(summarize([round_of(100, None)])) == []
+    assert mean_goodput(m) == pytest.approx(1.05) and mean_goodput(summarize([round_of(100, None)])) is None
     with pytest.raises(ValueError, match="without an slo"):
         repeat_values(summarize([round_of(100, None)]), "goodput")
 

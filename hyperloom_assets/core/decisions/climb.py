@@ -278,8 +278,8 @@ def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> Stop
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
           ledger: Ledger, *, checks: Checks | None = None, prior: LaunchNoise | None = None) -> ClimbResult:
     """`baseline` is the baseline's per-repeat values of the objective (objective.repeat_values):
-    its one launch; `prior` the launch
-    noise of earlier runs of the same host, engine and model (decisions/history.py)."""
+    its one launch; `prior` the launch noise of earlier runs of the same host, engine and model
+    (decisions/history.py)."""
     checks = checks or Checks()
     best_meets = checks.slo.verdict([checks.slo.baseline]).met if checks.slo else True
     keepers: list[Variant] = []

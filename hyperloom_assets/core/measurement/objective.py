@@ -5,9 +5,12 @@ of the target's slo (`metrics._meets_slo`, as `vllm bench serve --goodput` count
 Decisions compare launches by the ratio of their geometric means, so a round where no
 request met the SLO still needs a positive value: it counts half a request over the
 round's duration (a continuity correction), which keeps it below any round where one did.
+The goodput a run reports (mean_goodput) is of the same values, so its levels and its gains agree.
 """
 
 from __future__ import annotations
+
+import statistics
 
 from hyperloom_assets.core.config.targets import Objective
 from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics
@@ -34,3 +37,9 @@ def goodputs_if_measured(measurement: Measurement) -> list[float]:
     if any(r.goodput is None for r in measurement.repeats):
         return []
     return repeat_values(measurement, "goodput")
+
+
+def mean_goodput(measurement: Measurement) -> float | None:
+    """The mean of the rounds' decision goodputs, as reported beside the gains; None where not counted."""
+    counted = goodputs_if_measured(measurement)
+    return statistics.fmean(counted) if counted else None

@@ -3,7 +3,6 @@ interactivity), the gains waterfall, the roofline position and the Pareto fronti
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from hyperloom_assets.core.config.targets import Objective  # noqa: E402
 from hyperloom_assets.core.decisions.climb import TrialRecord  # noqa: E402
 from hyperloom_assets.core.measurement.measurement import Measurement  # noqa: E402
-from hyperloom_assets.core.measurement.objective import repeat_values  # noqa: E402
+from hyperloom_assets.core.measurement.objective import mean_goodput  # noqa: E402
 from hyperloom_assets.core.models import Frozen  # noqa: E402
 from hyperloom_assets.core.report.pareto import Frontier  # noqa: E402
 from hyperloom_assets.core.roofline.roofline import Achieved, Roofline  # noqa: E402
@@ -99,7 +98,7 @@ def plot_gains_waterfall(baseline: Measurement, keepers: list[Step], validated: 
         axes.bar(0, base, color="#7f7f7f", yerr=[[base - baseline.output_throughput_ci_low],
                                                  [baseline.output_throughput_ci_high - base]], capsize=4)
     else:
-        base = statistics.fmean(repeat_values(baseline, objective))
+        base = mean_goodput(baseline) or 0.0
         axes.bar(0, base, color="#7f7f7f")
     labels, level = ["baseline"], base
     for x, step in enumerate(keepers, start=1):

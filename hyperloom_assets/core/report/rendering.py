@@ -37,7 +37,8 @@ def trials_markdown(trials: list[TrialRecord]) -> str:
                      row["reason"], row["critic"] or "", *([row["slo"]] if with_slo else []), telemetry_text(row)))
     return table(["#", "fingerprint", "name", "change", "against", "outcome",
                   "goodput gain" if on_goodput else "gain", "interval (level in the reason)",
-                  "tok/s", *(["good req/s"] if on_goodput else []), "launches", "", "reason", "critic", *(["SLO"] if with_slo else []), "engine telemetry"], rows)
+                  "tok/s", *(["good req/s"] if on_goodput else []), "launches", "", "reason", "critic",
+                  *(["SLO"] if with_slo else []), "engine telemetry"], rows)
 
 
 def telemetry_text(row: dict) -> str:
