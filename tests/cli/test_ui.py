@@ -1,6 +1,7 @@
 """The UI as users use it: headless Chromium on the UI `dagster dev` serves over a fresh
 instance; no dialog greets the first visit, a sim target's `baseline` partition is
-materialized from its asset page, and the page shows the stored throughput and checks."""
+materialized from its asset page, the page shows the stored throughput and checks, and a
+report's plots, embedded in its Markdown metadata, show as images the browser decoded."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import dagster as dg
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.cli.conftest import FAST_SIM_TARGET, stored_check_executions, stored_materialization, write_target
+from hyperloom_assets.assets.metadata import with_embedded_plots
+from tests.cli.conftest import FAST_SIM_TARGET, instance_at, stored_check_executions, stored_materialization, write_target
 from tests.cli.dagster_ui import chromium_page, dagster_dev, screenshot_on_failure
+from tests.unit.test_plot_markdown import sweep_plots
 
 pytestmark = pytest.mark.cli
 
@@ -81,6 +84,35 @@ TAGS = {(True, dg.AssetCheckSeverity.WARN): ("Passed", "check_circle"),
         (False, dg.AssetCheckSeverity.ERROR): ("Failed", "cancel")}
 
 
+def file_report_with_plots(home, folder) -> list[str]:
+    """File a `final_report` materialization whose `report` is the Markdown the asset writes: links to
+    its sweep plots, embedded by the asset's own helper. The plots' names, in order."""
+    folder.mkdir()
+    names = [path.name for path in sweep_plots(folder)]
+    markdown = "# Report\n\n" + "\n\n".join(f"![{name}]({name})" for name in names) + "\n"
+    event = dg.AssetMaterialization(asset_key="final_report", partition=PARTITION,
+                                    metadata={"report": dg.MetadataValue.md(with_embedded_plots(markdown, folder))})
+    with instance_at(home) as instance:
+        instance.report_runless_asset_event(event)
+    return names
+
+
+def shown_report_images(page: Page, base: str, count: int) -> list[dict]:
+    """Open the report's Markdown from the partition's metadata (behind "[Show Markdown]" when it
+    is long, inline when short); each image the browser shows in it."""
+    page.goto(f"{base}/assets/final_report?view=partitions&partition={PARTITION}")
+    row = page.locator("tr", has=page.get_by_text("report", exact=True)).first
+    expect(row).to_be_visible(timeout=STEP_S * 1000)
+    show = row.get_by_text("[Show Markdown]")
+    if show.count():
+        show.click()
+    images = (page.get_by_role("dialog") if show.count() else row).locator("img")
+    expect(images).to_have_count(count, timeout=STEP_S * 1000)
+    return images.evaluate_all(
+        "imgs => imgs.map(i => ({alt: i.alt, data: i.src.startsWith('data:image/png;base64,'),"
+        " complete: i.complete, width: i.naturalWidth}))")
+
+
 def stored_check(home, name: str) -> dg.AssetCheckEvaluation:
     """The check's latest evaluation filed under the partition."""
     key = dg.AssetCheckKey(dg.AssetKey("baseline"), name)
@@ -113,4 +145,11 @@ def test_materialize_a_baseline_from_its_asset_page(tmp_path, home) -> None:
             assert (shown["result"], shown["icon"]) == TAGS[(evaluation.passed, evaluation.severity)], name
             assert shown["partition"] == PARTITION
             assert run_id in shown["run_link"]
+
+        names = file_report_with_plots(home, tmp_path / "report")
+        images = shown_report_images(page, base, len(names))
+        print(f"report images shown: {images}")
+        assert [image["alt"] for image in images] == names, "every plot of the report is an image in the UI"
+        assert all(image["data"] and image["complete"] and image["width"] > 0 for image in images), \
+            "each image is the embedded PNG, decoded by the browser"
     print(f"UI test: {time.monotonic() - started:.1f} s; output_throughput shown {throughput}")
