@@ -167,6 +167,9 @@ def baseline_metadata(result: BaselineResult, slo: TargetSlo | None = None) -> d
         cpu_placement=dg.MetadataValue.json(result.launch.cpus.model_dump() if result.launch.cpus
                                             else {"placement": "server and client share every CPU"}),
     )
+    predictor = engine_for(result.spec.engine).predictor_of(result.spec.server_args)
+    if predictor is not None:  # a stand-in engine: what predicted these numbers
+        metadata["predicted_by"] = dg.MetadataValue.text(predictor)
     if result.run_tree is not None:
         metadata.update(engine_path=dg.MetadataValue.text(result.launch.engine_path or "unknown"),
                         framework_tree_commit=dg.MetadataValue.text(result.run_tree.base_commit),

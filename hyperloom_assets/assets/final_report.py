@@ -21,6 +21,7 @@ from hyperloom_assets.assets.checks import (
 )
 from hyperloom_assets.assets.metadata import table_value, with_embedded_plots
 from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.stats import repeats_of
 from hyperloom_assets.core.report.consistency import compare_report
 from hyperloom_assets.core.report.markdown import (
@@ -163,6 +164,9 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
     environment = {"engine": target.engine, "engine release": baseline.launch.engine_version or "unknown",
                    "host": host.name, "engine identity (framework_tree)": baseline.framework_version,
                    "server config version": baseline.config_version, "ledger context": baseline.context_key}
+    predictor = engine_for(baseline.spec.engine).predictor_of(baseline.spec.server_args)
+    if predictor is not None:
+        environment["predicted by"] = predictor
     return ReportInputs(
         target=baseline.target, baseline=baseline.measurement, baseline_argv=baseline.launch.argv,
         baseline_env=baseline.spec.env, baseline_run_id=baseline.run_id, launch_evidence=baseline.launch.evidence,

@@ -1,7 +1,7 @@
 """Calibration profiles: the perf model's efficiency parameters for one GPU and engine, and their fit. Pure code.
 
 A profile is a YAML file written by `hyperloom sim-calibrate` (calibrate.py) and read by
-the sim's `--calibration FILE`:
+the sim's `--calibration FILE|NAME|GPU|auto` (find_profile):
 
     gpu: MI300X
     engine: vllm
@@ -16,6 +16,8 @@ falls back to a default.
 from __future__ import annotations
 
 from pathlib import Path
+
+import hashlib
 
 import yaml
 from pydantic import Field, ValidationError
@@ -82,3 +84,51 @@ def load_profile(path: Path) -> CalibrationProfile:
 def write_profile(profile: CalibrationProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+
+
+def _is_path(value: str) -> bool:
+    return Path(value).suffix in (".yaml", ".yml") or len(Path(value).parts) > 1
+
+
+def _profiles(folder: Path) -> dict[Path, CalibrationProfile]:
+    return {path: load_profile(path) for path in sorted(folder.glob("*.yaml"))}
+
+
+def find_profile(value: str, gpu: str, engine: str, folder: Path = PROFILES_DIR) -> Path | None:
+    """The profile `--calibration VALUE` names for a sim of `gpu` speaking `engine`.
+
+    A value with a `.yaml` suffix or a folder in it is that file. `auto` is the folder's profile
+    for this GPU and engine, or None where it has none (the perf model's constants). Anything
+    else is a profile's name (its file's stem, `mi300x-vllm`) or its GPU's name (`MI300X`, for
+    this engine) in the folder; CalibrationError names the value and what the folder holds.
+    """
+    if _is_path(value):
+        return Path(value)
+    profiles = _profiles(folder)
+    if value == "auto":
+        return next((path for path, p in profiles.items() if p.gpu == gpu and p.engine == engine), None)
+    named = [path for path, p in profiles.items()
+             if path.stem == value or (p.gpu.lower() == value.lower() and p.engine == engine)]
+    if named:
+        return named[0]
+    held = ", ".join(f"{path.stem} ({p.gpu}, {p.engine})" for path, p in profiles.items()) or "none"
+    raise CalibrationError(f"calibration profile {value!r}: no such file, and no profile of that name or of that "
+                           f"GPU for engine {engine} in {folder} (it holds: {held})")
+
+
+def describe_calibration(value: str | None, gpu: str, engine: str, folder: Path = PROFILES_DIR) -> str:
+    """What predicts a sim's numbers, for run metadata and reports: the profile and its content's hash."""
+    uncalibrated = "the sim's performance model, uncalibrated (the constants of sim/perf_model.py)"
+    if value is None:
+        return uncalibrated
+    try:
+        path = find_profile(value, gpu, engine, folder)
+        if path is None:
+            return f"{uncalibrated}: no packaged profile for {gpu} and {engine}"
+        profile = load_profile(path)
+    except CalibrationError as exc:
+        return f"calibration profile {value!r}, unread here ({exc})"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    fit = (f"; fitted on {len(profile.fit.cases)} cases of {profile.fit.cases_file}" if profile.fit else "; not fitted")
+    return (f"the sim's performance model with calibration profile {path.name} "
+            f"({profile.gpu}, {profile.engine}; sha256 {digest}{fit})")

@@ -54,18 +54,22 @@ def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespac
         parser.error(f"argument --gpu: {exc.args[0]}")
     if args.time_scale <= 0:
         parser.error("argument --time-scale: must be positive")
-    args.calibration = _calibration(parser, args)
+    args.calibration_named = args.calibration  # what --calibration said; the parameters replace it
+    args.calibration = _calibration(parser, args, flavor)
     return args, flavor
 
 
-def _calibration(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SimCalibration:
+def _calibration(parser: argparse.ArgumentParser, args: argparse.Namespace, flavor: str) -> SimCalibration:
     """The profile's parameters; a bad file or a profile of another GPU stops the launch before it starts."""
     if args.calibration is None:
         return DEFAULT_CALIBRATION
-    from hyperloom_assets.sim.calibration import CalibrationError, load_profile
+    from hyperloom_assets.sim.calibration import CalibrationError, find_profile, load_profile
 
     try:
-        profile = load_profile(Path(args.calibration))
+        path = find_profile(args.calibration, gpu_spec(args.gpu).name, flavor)
+        if path is None:
+            return DEFAULT_CALIBRATION
+        profile = load_profile(path)
     except CalibrationError as exc:
         parser.error(f"argument --calibration: {exc}")
     if profile.gpu != gpu_spec(args.gpu).name:
@@ -133,6 +137,7 @@ def serve_main(argv: list[str]) -> int:
 async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt: str) -> None:  # noqa: ANN001
     from aiohttp import web
 
+    from hyperloom_assets.sim.calibration import describe_calibration
     from hyperloom_assets.sim.faults import Fault
     from hyperloom_assets.sim.launch_record import log_line
     from hyperloom_assets.sim.profiler import SimProfiler
@@ -156,6 +161,8 @@ async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt
     print(log_line(config, f"Starting sim API server ({config.flavor} flavor, {args.gpu}, tp {args.tp}, "
                            f"time scale {args.time_scale:g}) on http://{args.host}:{args.port}", "api_server.py:1"),
           flush=True)
+    print(log_line(config, "Predicted by " + describe_calibration(args.calibration_named, gpu_spec(args.gpu).name,
+                                                                  config.flavor), "sim.py:1"), flush=True)
     print("INFO:     Application startup complete.", flush=True)
     if config.flavor == "atom":
         print(log_line(config, "Server started successfully and ready to accept requests"), flush=True)

@@ -220,9 +220,11 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
                         help="requests served normally before the fault starts")
     parser.add_argument("--profile-dir", default=None,
                         help="serve /start_profile and /stop_profile, writing the model's time breakdown here")
-    parser.add_argument("--calibration", default=None, metavar="FILE",
+    parser.add_argument("--calibration", default=None, metavar="FILE|NAME|GPU|auto",
                         help="a calibration profile (YAML, `hyperloom sim-calibrate`): the perf model's efficiency "
-                             "parameters for --gpu (default: the constants of sim/perf_model.py)")
+                             "parameters for --gpu. A file; a packaged profile by name (mi300x-vllm) or by its "
+                             "GPU; or auto, the packaged profile for --gpu and the flavor where there is one "
+                             "(default: the constants of sim/perf_model.py)")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:

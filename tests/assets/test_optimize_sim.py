@@ -9,11 +9,12 @@ import dagster as dg
 import pytest
 import yaml
 
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles
 from tests.conftest import SIM_MODEL
 
-CAPPED = ["--gpu", "H100", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"]
+CAPPED = ["--gpu", "H100", "--calibration", "auto", "--time-scale", "50", "--max-num-seqs", "4", "--enforce-eager"]
 
 
 def write_target(folder: Path, name: str, server_args: list[str], **extra) -> Path:
@@ -49,6 +50,9 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
     assert baseline["repeats"] == 2
     assert baseline["launch_evidence"]["max_num_seqs"] == 4
     assert "--max-num-seqs 4" in baseline["argv"]
+    predicted_by = engine_for("sim").predictor_of(CAPPED)
+    assert baseline["predicted_by"] == predicted_by and "no packaged profile for H100" in predicted_by
+    assert f"Predicted by {predicted_by}" in Path(baseline["server_log"]).read_text(), "the server says it too"
 
     roofline = materialization(instance, "roofline", "sim-capped")
     assert 0 < roofline["achieved_pct"] < 100, "the sim's numbers are in simulated GPU time, under its ceiling"
@@ -69,6 +73,7 @@ def test_optimize_job_on_sim_climbs_validates_and_reports(tmp_path, host, store,
     for section in ("# Optimization report", "## Roofline", "## Where the time goes", "## Trials", "## Stack",
                     "## Concurrency sweep", "## Reproduce", "## Launch evidence", "## Environment", "## Warnings"):
         assert section in text
+    assert f"| predicted by | {predicted_by} |" in text
     profiled = materialization(instance, "profile", "sim-capped")
     assert profiled["taken"] is True
     assert f"`{profiled['top_ops'].records[0].data['op']}`" in text, "the report shows the profile's top op"

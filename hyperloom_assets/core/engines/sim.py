@@ -23,6 +23,8 @@ from hyperloom_assets.core.engines.spec import (
     ProfileSource,
     Startup,
 )
+from hyperloom_assets.core.roofline.gpus import gpu_spec
+from hyperloom_assets.sim.calibration import describe_calibration
 from hyperloom_assets.sim.engine_args import (
     FLAVORS,
     engine_parser,
@@ -73,6 +75,18 @@ def noise_identity(version: str, server_args: list[str]) -> str:
     return version + " " + " ".join(f"{k}={v}" for k, v in sorted(harness.items()))
 
 
+def predictor_of(server_args: list[str]) -> str:
+    """Its performance model, and the calibration profile its `--calibration` names, if any."""
+    flavor = flavor_of(server_args)
+    harness, _ = split_harness_args(server_args, flavor)
+    gpu, named = str(harness.get("--gpu", "H100")), harness.get("--calibration")
+    try:
+        gpu = gpu_spec(gpu).name
+    except KeyError:
+        pass  # the launch refuses it; the description keeps the name as given
+    return describe_calibration(named if isinstance(named, str) else None, gpu, flavor)
+
+
 def accepted_flags(flavor: str | None) -> frozenset[str]:
     """The long flags the flavor's parser takes: a grid value it cannot take would only fail its launch."""
     parser = engine_parser(flavor or "vllm", "sim")
@@ -110,6 +124,7 @@ ENGINE = EngineSpec(
     time_scale_of=time_scale_of,
     named_gpu=named_gpu,
     noise_identity=noise_identity,
+    predictor_of=predictor_of,
     cli_parser=CliParser(builder="hyperloom_assets.sim.engine_args:add_engine_args"),
     source_context=("sim/perf_model.py",),
     # Its profiler only records once started (sim/profiler.py); profiler_configured.py: no slowdown.

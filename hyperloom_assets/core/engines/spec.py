@@ -31,6 +31,8 @@ TimeScale = Callable[[list[str]], float]
 NamedGpu = Callable[[list[str]], "tuple[str, int] | None"]
 # (engine version, server args) -> what tells this engine's launches apart in the launch-noise history.
 NoiseIdentity = Callable[[str, list[str]], str]
+# What predicts a stand-in's numbers (its model and calibration), for run metadata and reports.
+Predictor = Callable[[list[str]], "str | None"]
 
 
 def no_evidence(log_text: str) -> dict[str, Any] | None:
@@ -49,6 +51,11 @@ def real_time(server_args: list[str]) -> float:
 
 def no_named_gpu(server_args: list[str]) -> tuple[str, int] | None:
     """A real engine runs on the card the host has."""
+    return None
+
+
+def measured(server_args: list[str]) -> str | None:
+    """A real engine's numbers are measured, not predicted."""
     return None
 
 
@@ -235,6 +242,7 @@ class EngineSpec(Frozen):
     time_scale_of: TimeScale = real_time
     named_gpu: NamedGpu = no_named_gpu
     noise_identity: NoiseIdentity = version_only
+    predictor_of: Predictor = measured
     metrics: MetricNames | None = None  # its Prometheus `/metrics`, where it has one
     cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
     # Source files a model proposing patches is shown (package-relative), within a size bound.
