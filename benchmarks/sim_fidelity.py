@@ -8,9 +8,11 @@ does. The table shows measured and predicted seconds and their ratio (predicted 
 measured: below 1 the sim is optimistic); the median and range close it. Cases whose
 model has no folder are listed as skipped.
 
-With `--calibration FILE...` (profiles of `hyperloom sim-calibrate`, one per GPU), each
-case of a profiled GPU also gets the calibrated prediction ("after") and the
-leave-one-out ratio the profile recorded for it (predicted by a fit without that case).
+Each case of a GPU with a calibration profile (the packaged ones of
+hyperloom_assets/sim/profiles/, or `--calibration FILE...`, one per GPU) also gets the
+calibrated prediction ("after") and the leave-one-out ratio the profile recorded for it
+(predicted by a fit without that case). Target: every case with a model folder predicted
+within 0.8-1.25x by its GPU's profile; a case of a GPU without one misses it.
 Writes benchmarks/results/sim_fidelity.json.
 """
 
@@ -24,12 +26,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks.support.results import start_run, write_results  # noqa: E402
-from hyperloom_assets.sim.calibration import CalibrationProfile, load_profile  # noqa: E402
+from hyperloom_assets.sim.calibration import PROFILES_DIR, CalibrationProfile, load_profile  # noqa: E402
 from hyperloom_assets.sim.cases import CASES_FILE, REPO, CalibrationSet, Case, load_cases  # noqa: E402
 from hyperloom_assets.sim.perf_model import DEFAULT_CALIBRATION, SimCalibration  # noqa: E402
 from hyperloom_assets.sim.predict import fixed_batch_latency  # noqa: E402
 
 UNCALIBRATED = "uncalibrated: the constants of hyperloom_assets/sim/perf_model.py"
+RATIO_TARGET = (0.8, 1.25)  # calibrated / measured, every case
+
+
+def within_target(row: dict) -> bool:
+    ratio = row.get("calibrated_ratio")
+    return ratio is not None and RATIO_TARGET[0] <= ratio <= RATIO_TARGET[1]
 
 
 def predict_case(calibration_set: CalibrationSet, case: Case, parameters: SimCalibration = DEFAULT_CALIBRATION) -> float:
@@ -78,10 +86,16 @@ def ratio_stats(values: list[float]) -> dict | None:
             "max_ratio": max(values)}
 
 
+def _display(path: Path) -> str:
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calibration", type=Path, nargs="*", default=[],
-                        help="calibration profiles (one per GPU) to predict each case again with")
+    parser.add_argument("--calibration", type=Path, nargs="*", default=sorted(PROFILES_DIR.glob("*.yaml")),
+                        help="calibration profiles (one per GPU) to predict each case again with "
+                             "(default: the packaged ones)")
     args, bench_run = start_run(parser)
     profiles = {profile.gpu: profile for profile in map(load_profile, args.calibration)}
     calibration_set = load_cases()
@@ -95,11 +109,15 @@ def main() -> None:
                "calibrated / measured": ratio_stats([r["calibrated_ratio"] for r in rows if "calibrated_ratio" in r]),
                "leave-one-out / measured": ratio_stats([r["loo_ratio"] for r in rows if r.get("loo_ratio")])}
     print_table(rows, summary, skipped)
+    missed = [r["case"] for r in rows if not within_target(r)]
+    print(f"calibrated within {RATIO_TARGET[0]}-{RATIO_TARGET[1]}x: {len(rows) - len(missed)} of {len(rows)} cases"
+          + (f"; missed: {', '.join(missed)}" if missed else " (target met)"))
     before = summary["predicted / measured"]
     write_results("sim_fidelity", {
         "profile": UNCALIBRATED, "calibration": {gpu: str(path) for gpu, path in zip(profiles, args.calibration)},
         "cases_file": str(CASES_FILE.relative_to(REPO)), **before,
         "calibrated": summary["calibrated / measured"], "leave_one_out": summary["leave-one-out / measured"],
+        "ratio_target": list(RATIO_TARGET), "target_met": not missed, "missed": missed,
         "rows": rows, "skipped": skipped}, bench_run)
 
 

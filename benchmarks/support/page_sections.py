@@ -13,7 +13,8 @@ Table = tuple[list[str], list[list[Any]]]
 
 # Fields in which a benchmark states its own verdict or target; rendered as they stand.
 VERDICT_KEYS = ("verdict", "target_met", "targets_met", "within_budget", "corrupting_detected", "memory_pays")
-TARGET_KEYS = ("share_target", "launch_ratio_target", "budget_s", "budget_min", "targets_pct", "min_agreement")
+TARGET_KEYS = ("share_target", "launch_ratio_target", "budget_s", "budget_min", "targets_pct", "min_agreement",
+               "ratio_target")
 
 
 def cell(value: Any) -> str:
@@ -132,9 +133,12 @@ def recipe_memory(r: dict) -> Table:
 
 
 def sim_fidelity(r: dict) -> Table:
-    keys = ["case", "gpu", "tp", "batch", "input_len", "output_len", "measured_s", "predicted_s", "ratio"]
+    keys = ["case", "gpu", "tp", "batch", "input_len", "output_len", "measured_s", "predicted_s", "ratio",
+            "calibrated_ratio", "loo_ratio"]
     _, rows = pick(r["rows"], keys)
-    return keys, [*rows, [f"median of {r['cases']}", *[""] * (len(keys) - 2), r["median_ratio"]]]
+    calibrated, loo = r.get("calibrated") or {}, r.get("leave_one_out") or {}
+    return keys, [*rows, [f"median of {r['cases']}", *[""] * (len(keys) - 4), r["median_ratio"],
+                          calibrated.get("median_ratio", ""), loo.get("median_ratio", "")]]
 
 
 def sim_speed(r: dict) -> Table:

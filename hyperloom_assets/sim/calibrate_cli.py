@@ -3,7 +3,8 @@
 Reads the published fixed-batch latencies of benchmarks/calibration/cases.yaml (or
 `--cases FILE`) measured on `--gpu`, fits the parameters those cases can identify
 (sim/calibrate.py), and writes a calibration profile (sim/calibration.py) with each
-case's error and its leave-one-out error. The sim reads it with `--calibration FILE`.
+case's error and its leave-one-out error. The sim reads it with `--calibration FILE`
+(or, for a profile packaged in hyperloom_assets/sim/profiles/, by its name or GPU).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the parameters to fit (default: those the cases identify, at most --max-parameters)")
     p.add_argument("--max-parameters", type=int, default=4, help="at most this many fitted by default (default 4)")
     p.add_argument("--no-leave-one-out", action="store_true", help="skip the leave-one-out refits")
+    p.add_argument("--note", action="append", default=[], metavar="TEXT",
+                   help="a line the profile keeps with its fit: what it rests on, where it may not carry (repeatable)")
     return p
 
 
@@ -66,7 +69,7 @@ def main(argv: list[str]) -> int:
     rows = case_fits(cases, names, fitted, leave_one_out=not args.no_leave_one_out)
     report = FitReport(cases_file=_display(args.cases), cases_sha256=hashlib.sha256(args.cases.read_bytes()).hexdigest(),
                        method="least squares on log(predicted / measured), bounded (scipy trf)",
-                       fitted=list(names), held=[n for n in BOUNDS if n not in names], cases=rows)
+                       fitted=list(names), held=[n for n in BOUNDS if n not in names], cases=rows, notes=args.note)
     write_profile(CalibrationProfile(gpu=gpu, engine=args.engine, parameters=fitted, fit=report), args.out)
     print_fit(report, fitted)
     print(f"wrote {args.out}")

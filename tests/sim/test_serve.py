@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 from hyperloom_assets.sim.predict import predict
 from hyperloom_assets.resources.hosts.preflight import allocate_port
@@ -70,11 +71,15 @@ def test_chat_non_streaming_text_prompts_and_errors(sim_server):
 
 
 def test_vllm_flavor_prints_the_non_default_args_record_without_harness_flags(sim_server):
-    _, log = sim_server(LLAMA_8B, "--gpu", "H100", "--time-scale", "7", "--seed", "3", "--max-num-seqs", "8",
-                        "--no-enable-prefix-caching", "--enforce-eager", "--max_num_batched_tokens", "4096")
+    args = ["--gpu", "H100", "--time-scale", "7", "--seed", "3", "--calibration", "auto", "--max-num-seqs", "8",
+            "--no-enable-prefix-caching", "--enforce-eager", "--max_num_batched_tokens", "4096"]
+    _, log = sim_server(LLAMA_8B, *args)
     record = parse_vllm_non_default_args(log.read_text())
     assert record == {"model": str(LLAMA_8B), "max_num_seqs": 8, "max_num_batched_tokens": 4096,
                       "enable_prefix_caching": False, "enforce_eager": True}
+    predicted_by = engine_for("sim").predictor_of(args)
+    assert "calibration profile h100-vllm.yaml" in predicted_by, "auto: the packaged H100 profile"
+    assert f"Predicted by {predicted_by}" in log.read_text()
 
 
 def test_sglang_flavor_prints_server_args(sim_server):

@@ -15,10 +15,13 @@ from hyperloom_assets.sim.calibration import (
     CalibrationProfile,
     describe_calibration,
     find_profile,
+    load_profile,
     write_profile,
 )
+from hyperloom_assets.sim.cases import CASES_FILE, load_cases
 from hyperloom_assets.sim.cli import predict_main
 from hyperloom_assets.sim.perf_model import SimCalibration
+from hyperloom_assets.sim.predict import fixed_batch_latency
 from tests.unit.test_sim_calibration import LLAMA_8B
 
 PACKAGED_MI300X = PROFILES_DIR / "mi300x-vllm.yaml"
@@ -72,3 +75,18 @@ def test_the_sim_says_which_profile_predicts_and_a_real_engine_says_nothing() ->
     assert "no packaged profile for H100 and sglang" in engine_for("sim").predictor_of(
         ["--flavor", "sglang", "--gpu", "H100", "--calibration", "auto"])
     assert engine_for("vllm").predictor_of(["--max-num-seqs", "8"]) is None
+
+
+@pytest.mark.parametrize("path", sorted(PROFILES_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_a_packaged_profile_predicts_each_of_its_gpus_cases_within_the_target(path) -> None:
+    """Recomputed, not read back: the profile against today's perf model and today's cases file."""
+    profile = load_profile(path)
+    cases = load_cases()
+    assert profile.fit.cases_sha256 == hashlib.sha256(CASES_FILE.read_bytes()).hexdigest(), \
+        f"{path.name} was fitted on another version of the cases: run hyperloom sim-calibrate again"
+    mine = cases.predictable(profile.gpu)
+    assert {case.id for case in mine} == {fit.id for fit in profile.fit.cases}, "fitted on every case of its GPU"
+    for case in mine:
+        predicted = fixed_batch_latency(case.sim_shape(), case.gpu, cases.sim_engine_args(case), case.batch,
+                                        case.input_len, case.output_len, tp=case.tp, calibration=profile.parameters)
+        assert 0.8 <= predicted / case.seconds <= 1.25, f"{case.id}: {predicted / case.seconds:.3f}"
