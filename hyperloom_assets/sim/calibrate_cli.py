@@ -5,12 +5,17 @@ Reads the published fixed-batch latencies of benchmarks/calibration/cases.yaml (
 (sim/calibrate.py), and writes a calibration profile (sim/calibration.py) with each
 case's error and its leave-one-out error. The sim reads it with `--calibration FILE`
 (or, for a profile packaged in hyperloom_assets/sim/profiles/, by its name or GPU).
+
+`--results FILE...` adds a user's own serving benchmarks of that GPU (sim/serving_cases.py:
+closed-loop runs of `vllm bench serve`, SGLang's bench_serving or AIPerf) on `--model DIR`
+at `--tp N` with `--engine-args`; `--no-cases` fits them alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -29,6 +34,15 @@ def parser() -> argparse.ArgumentParser:
                    help="the parameters to fit (default: those the cases identify, at most --max-parameters)")
     p.add_argument("--max-parameters", type=int, default=4, help="at most this many fitted by default (default 4)")
     p.add_argument("--no-leave-one-out", action="store_true", help="skip the leave-one-out refits")
+    p.add_argument("--results", type=Path, nargs="+", default=[], metavar="FILE",
+                   help="serving result files measured on --gpu (vllm bench serve --save-result JSON, SGLang "
+                        "bench_serving JSONL, AIPerf profile_export_aiperf.json), closed-loop runs, fitted too")
+    p.add_argument("--model", type=Path, default=None, metavar="DIR",
+                   help="with --results: the model folder (config.json) the results served")
+    p.add_argument("--tp", type=int, default=1, help="with --results: the tensor-parallel size they ran at (default 1)")
+    p.add_argument("--engine-args", default="", metavar="ARGS",
+                   help="with --results: the server's engine args, one shell-quoted string (default: none)")
+    p.add_argument("--no-cases", action="store_true", help="fit the --results alone, without the published cases")
     p.add_argument("--note", action="append", default=[], metavar="TEXT",
                    help="a line the profile keeps with its fit: what it rests on, where it may not carry (repeatable)")
     return p
@@ -39,26 +53,68 @@ def _display(path: Path) -> str:
     return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    from hyperloom_assets.core.roofline.gpus import gpu_spec
-    from hyperloom_assets.sim.calibrate import BOUNDS, case_fits, fit, fit_case, identifiable
-    from hyperloom_assets.sim.calibration import CalibrationProfile, FitReport, write_profile
+def _published_cases(args: argparse.Namespace, gpu: str) -> list:
+    from hyperloom_assets.sim.calibrate import fit_case
     from hyperloom_assets.sim.cases import load_cases
-    from hyperloom_assets.sim.perf_model import SimCalibration
     from hyperloom_assets.sim.predict import fixed_batch_schedule
 
-    gpu = gpu_spec(args.gpu).name
+    if args.no_cases:
+        return []
     calibration = load_cases(args.cases)
-    chosen = calibration.predictable(gpu)
-    if not chosen:
-        print(f"ERROR: no case of {args.cases} on {gpu} has a model folder here", file=sys.stderr)
-        return 1
     cases = []
-    for case in chosen:
+    for case in calibration.predictable(gpu):
         model, steps = fixed_batch_schedule(case.sim_shape(), case.gpu, calibration.sim_engine_args(case), case.batch,
                                             case.input_len, case.output_len, tp=case.tp)
         cases.append(fit_case(case.id, case.seconds, model, steps))
+    return cases
+
+
+def _result_cases(args: argparse.Namespace, gpu: str) -> list:
+    """The serving result files' closed-loop runs, scheduled on the model they served."""
+    from hyperloom_assets.core.roofline.model_shape import load_shape
+    from hyperloom_assets.sim.calibrate import fit_case
+    from hyperloom_assets.sim.predict import closed_loop_schedule
+    from hyperloom_assets.sim.serving_cases import serving_cases
+
+    shape = load_shape(args.model) if args.results else None
+    cases = []
+    for path in args.results:
+        for case in serving_cases(path):
+            model, steps = closed_loop_schedule(shape, gpu, shlex.split(args.engine_args), case.concurrency,
+                                                case.prompts, case.input_len, case.output_len, flavor=args.engine,
+                                                tp=args.tp)
+            cases.append(fit_case(case.id, case.measured_s, model, steps))
+    return cases
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.results and args.model is None:
+        parser.error("argument --model: required with --results (the model folder the results served)")
+    for path in args.results:
+        if not path.is_file():
+            parser.error(f"argument --results: {path}: no such file")
+    if args.no_cases and not args.results:
+        parser.error("argument --no-cases: needs --results, or nothing is left to fit")
+
+
+def main(argv: list[str]) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    _check(p, args)
+    from hyperloom_assets.core.roofline.gpus import gpu_spec
+    from hyperloom_assets.sim.calibrate import BOUNDS, case_fits, fit, identifiable
+    from hyperloom_assets.sim.calibration import CalibrationError, CalibrationProfile, FitReport, write_profile
+    from hyperloom_assets.sim.perf_model import SimCalibration
+
+    gpu = gpu_spec(args.gpu).name
+    try:
+        cases = _published_cases(args, gpu) + _result_cases(args, gpu)
+    except CalibrationError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    if not cases:
+        print(f"ERROR: no case of {args.cases} on {gpu} has a model folder here, and no --results", file=sys.stderr)
+        return 1
     start = SimCalibration()
     names = args.fit.split(",") if args.fit else identifiable(cases, start, min(args.max_parameters, len(cases) - 1))
     unknown = sorted(set(names) - set(BOUNDS))
@@ -67,9 +123,12 @@ def main(argv: list[str]) -> int:
         return 2
     fitted = fit(cases, names, start)
     rows = case_fits(cases, names, fitted, leave_one_out=not args.no_leave_one_out)
-    report = FitReport(cases_file=_display(args.cases), cases_sha256=hashlib.sha256(args.cases.read_bytes()).hexdigest(),
-                       method="least squares on log(predicted / measured), bounded (scipy trf)",
-                       fitted=list(names), held=[n for n in BOUNDS if n not in names], cases=rows, notes=args.note)
+    report = FitReport(
+        cases_file=None if args.no_cases else _display(args.cases),
+        cases_sha256=None if args.no_cases else hashlib.sha256(args.cases.read_bytes()).hexdigest(),
+        results={_display(path): hashlib.sha256(path.read_bytes()).hexdigest() for path in args.results},
+        method="least squares on log(predicted / measured), bounded (scipy trf)",
+        fitted=list(names), held=[n for n in BOUNDS if n not in names], cases=rows, notes=args.note)
     write_profile(CalibrationProfile(gpu=gpu, engine=args.engine, parameters=fitted, fit=report), args.out)
     print_fit(report, fitted)
     print(f"wrote {args.out}")

@@ -46,8 +46,9 @@ class CaseFit(Frozen):
 class FitReport(Frozen):
     """Where the parameters came from: the cases, which parameters moved, and the error per case."""
 
-    cases_file: str
-    cases_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    cases_file: str | None  # the published cases fitted, None where the fit left them out
+    cases_sha256: str | None = Field(pattern=r"^[0-9a-f]{64}$")
+    results: dict[str, str] = {}  # serving result files fitted (serving_cases.py): path -> sha256
     method: str
     fitted: list[str]
     held: list[str]  # kept at their starting values: these cases cannot tell them apart from a fitted one

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -213,16 +214,58 @@ def fixed_batch_schedule(shape: ModelShape, gpu: str, engine_args: list[str], ba
     return engine.model, _run_fixed_batch(engine)
 
 
-def _fixed_batch_engine(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
-                        output_len: int, flavor: str, tp: int, seed: int, calibration: SimCalibration) -> SimEngine:
+def closed_loop_schedule(shape: ModelShape, gpu: str, engine_args: list[str], concurrency: int, prompts: int,
+                         input_len: int, output_len: int, flavor: str = "vllm", tp: int = 1,
+                         seed: int = 0) -> tuple[PerfModel, list[StepShape]]:
+    """The perf model and the steps of `prompts` requests run `concurrency` at a time, the next
+    sent the moment one finishes (a serving benchmark's `--max-concurrency` run, no client delay).
+
+    With fixed lengths a request finishes a fixed number of steps after it joins and its
+    successor joins at that step, so the schedule does not depend on step times either.
+    """
+    engine = _bare_engine(shape, gpu, engine_args, flavor, tp, seed, DEFAULT_CALIBRATION)
+    send = _random_prompts(engine, shape, input_len, output_len, seed)
+    for _ in range(min(concurrency, prompts)):
+        send()
+    sent, shapes = min(concurrency, prompts), []
+    while engine.has_work():
+        step = engine.plan_step()
+        if step is None:
+            raise RuntimeError("the sim scheduler stalled with requests waiting")
+        shapes.append(step.shape)
+        for request in engine.apply_step(step):
+            if request.phase == "done" and sent < prompts:
+                send()
+                sent += 1
+    return engine.model, shapes
+
+
+def _bare_engine(shape: ModelShape, gpu: str, engine_args: list[str], flavor: str, tp: int, seed: int,
+                 calibration: SimCalibration) -> SimEngine:
     spec = gpu_spec(gpu)
     args = parse_engine_args(Path("model"), engine_args, flavor)
-    engine = engine_for_shape(shape, spec, resolve_config(args, flavor, spec.memory_gb), tp=tp, seed=seed,
-                              record_steps=False, calibration=calibration)
-    rng = random.Random(seed)  # random tokens, as benchmark_latency's: no prompt shares a cached prefix
-    for _ in range(batch):
+    return engine_for_shape(shape, spec, resolve_config(args, flavor, spec.memory_gb), tp=tp, seed=seed,
+                            record_steps=False, calibration=calibration)
+
+
+def _random_prompts(engine: SimEngine, shape: ModelShape, input_len: int, output_len: int,
+                    seed: int) -> Callable[[], None]:
+    """Submits one prompt of random tokens a call, as benchmark_latency's and the random dataset's:
+    no prompt shares a cached prefix."""
+    rng = random.Random(seed)
+
+    def send() -> None:
         prompt = [rng.randrange(shape.vocab) for _ in range(input_len)]
-        engine.submit(engine.new_request(prompt, output_len, 0.0))
+        engine.submit(engine.new_request(prompt, output_len, engine.now))
+    return send
+
+
+def _fixed_batch_engine(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
+                        output_len: int, flavor: str, tp: int, seed: int, calibration: SimCalibration) -> SimEngine:
+    engine = _bare_engine(shape, gpu, engine_args, flavor, tp, seed, calibration)
+    send = _random_prompts(engine, shape, input_len, output_len, seed)
+    for _ in range(batch):
+        send()
     return engine
 
 

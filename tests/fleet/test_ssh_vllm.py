@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from benchmarks.support.peer_results import read_vllm_result
+from hyperloom_assets.core.measurement.peer_results import read_vllm_result
 from benchmarks.support.peers import vllm_bench_serve_argv
 from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.hosts.ssh import SshHost

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.support.peer_results import (
+from hyperloom_assets.core.measurement.peer_results import (
     PeerResultError,
     combine_runs,
     read_aiperf_json,

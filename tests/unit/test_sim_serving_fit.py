@@ -1,0 +1,69 @@
+"""Calibrating the sim from a user's own serving benchmarks: result files of closed-loop runs,
+read as the peers' formats, scheduled once and fitted like the published fixed batches."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.sim.calibrate_cli import main as calibrate_main
+from hyperloom_assets.sim.calibration import CalibrationError, load_profile
+from hyperloom_assets.sim.perf_model import SimCalibration
+from hyperloom_assets.sim.predict import predict
+from hyperloom_assets.sim.serving_cases import serving_cases
+from tests.unit.test_peer_results import PEERS
+from tests.unit.test_sim_calibration import LLAMA_8B
+
+# GEMVs further below the datasheet bandwidth, and GEMMs further below the peak, than the defaults.
+TRUTH = SimCalibration(bw_efficiency=0.62, compute_efficiency=0.35)
+RUNS = [(concurrency, isl) for concurrency in (1, 16, 128) for isl in (128, 2048)]
+
+
+def test_a_vllm_bench_serve_file_is_one_closed_loop_case() -> None:
+    [case] = serving_cases(PEERS / "vllm_bench_serve_random.json")
+    assert (case.concurrency, case.prompts, case.output_len) == (4, 16, 32)
+    assert case.input_len == round(2049 / 16) and case.measured_s == pytest.approx(0.89375, rel=1e-4)
+
+
+def test_an_open_loop_or_uncapped_run_is_refused_naming_the_file(tmp_path) -> None:
+    raw = json.loads((PEERS / "vllm_bench_serve_random.json").read_text())
+    rated = tmp_path / "rated.json"
+    rated.write_text(json.dumps({**raw, "request_rate": 4.0}))
+    with pytest.raises(CalibrationError, match=r"rated.json: request_rate 4.0 is an open-loop run"):
+        serving_cases(rated)
+    uncapped = tmp_path / "uncapped.json"
+    uncapped.write_text(json.dumps({k: v for k, v in raw.items() if k != "max_concurrency"}))
+    with pytest.raises(CalibrationError, match=r"uncapped.json: no max_concurrency"):
+        serving_cases(uncapped)
+
+
+def bench_serve_file(path, concurrency: int, isl: int, noise: float) -> None:
+    """What `vllm bench serve --save-result` writes for a run the truth's sim served, its duration noisy."""
+    workload = Workload(kind="random", isl=isl, osl=64, concurrency=concurrency, num_prompts=4 * concurrency)
+    run = predict(LLAMA_8B, "H100", [], workload, warmups=0, calibration=TRUTH).repeats[0]
+    path.write_text(json.dumps({
+        "backend": "vllm", "num_prompts": run.completed, "request_rate": "inf", "max_concurrency": concurrency,
+        "duration": run.duration_s * noise, "completed": run.completed, "failed": 0,
+        "total_input_tokens": run.total_input_tokens, "total_output_tokens": run.total_output_tokens,
+        "request_throughput": run.request_throughput, "output_throughput": run.output_throughput,
+        "median_ttft_ms": run.ttft_p50_ms, "p99_ttft_ms": run.ttft_p99_ms, "median_tpot_ms": run.tpot_p50_ms,
+        "median_itl_ms": run.itl_p50_ms, "median_e2el_ms": run.e2el_p50_ms}))
+
+
+def test_sim_calibrate_recovers_the_parameters_behind_noisy_serving_results(tmp_path, capsys) -> None:
+    rng = random.Random(7)
+    files = []
+    for concurrency, isl in RUNS:
+        files.append(tmp_path / f"c{concurrency}-i{isl}.json")
+        bench_serve_file(files[-1], concurrency, isl, rng.gauss(1.0, 0.02))
+    out = tmp_path / "mine.yaml"
+    assert calibrate_main(["--gpu", "H100", "--out", str(out), "--no-cases", "--results", *map(str, files),
+                           "--model", str(LLAMA_8B), "--fit", "bw_efficiency,compute_efficiency"]) == 0
+    profile = load_profile(out)
+    assert profile.parameters.bw_efficiency == pytest.approx(TRUTH.bw_efficiency, rel=0.05)
+    assert profile.parameters.compute_efficiency == pytest.approx(TRUTH.compute_efficiency, rel=0.05)
+    assert profile.fit.cases_file is None and set(profile.fit.results) == {str(f) for f in files}
+    assert all(0.95 <= case.ratio <= 1.05 for case in profile.fit.cases), "each run within its noise"
