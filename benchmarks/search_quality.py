@@ -53,6 +53,10 @@ variants it got tried and kept (benchmarks/support/proposer_column.py):
   one change can reach (an oracle, no model);
 - `real` with --provider anthropic|openai --model M: keys and base URLs are the SDK's own
   variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, *_BASE_URL), never read here.
+--calibration auto runs every scenario on its GPU's packaged calibration profile for its
+flavor (hyperloom_assets/sim/profiles/; none: the perf model's constants, said in the row)
+and writes search_quality_calibrated.json, whose rows also say how calibration reranks the
+space (benchmarks/support/calibrated_scenarios.py).
 --add keeps the committed columns of search_quality.json and computes only the proposer
 column: the seeds, budgets and noise must match, and planner+history (run again) must come
 out as committed for every seed, else it refuses; without it every column is computed
@@ -78,6 +82,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.support.calibrated_scenarios import calibrated, calibration_fields  # noqa: E402
 from benchmarks.support.offline_climb import SimScenario  # noqa: E402
 from benchmarks.support.proposer_column import KINDS, MAX_ROUNDS, ProposerColumn  # noqa: E402
 from benchmarks.support.quality_scenarios import SYNTHETIC_TRACE, cached_space, scenarios, synthetic_trace_file  # noqa: E402
@@ -314,6 +319,9 @@ def main() -> int:
                         help="keep the committed columns and compute only the proposer column")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                         help="where search_quality.json goes (a smoke run: elsewhere than the committed one)")
+    parser.add_argument("--calibration", choices=["none", "auto"], default="none",
+                        help="auto: each scenario on its GPU's packaged calibration profile, where there is one, "
+                             "with the ranking against the uncalibrated space; writes search_quality_calibrated.json")
     args, bench_run = start_run(parser)
     if (args.proposer == "real") != bool(args.provider and args.model) or (args.proposer != "real" and (
             args.provider or args.model)):
@@ -326,6 +334,9 @@ def main() -> int:
     column = ProposerColumn(args.proposer, args.provider, args.model, args.max_rounds) if args.proposer else None
     started = time.monotonic()
     chosen = [s for s in scenarios(synthetic_trace_file()) if not args.only or args.only in s.name]
+    if args.calibration == "auto":
+        chosen = [calibrated(s) for s in chosen]
+    name = "search_quality" + ("_calibrated" if args.calibration == "auto" else "")
     rows = {r["scenario"]: r for r in kept["rows"]}
     with column or contextlib.nullcontext():
         columns = {**kept["columns"], **({column.name: {**column.describe(), "machine": machine(bench_run)}} if column else {})}
@@ -334,10 +345,10 @@ def main() -> int:
                 raise SystemExit(f"--add: {scenario.name} has no committed row; run it without --add first")
             row = run_scenario(scenario, noise, args.seeds, args.workers, column, rows.get(scenario.name) if args.add
                                else None)
-            rows[scenario.name] = row
+            rows[scenario.name] = row | (calibration_fields(scenario, args.workers) if args.calibration == "auto" else {})
             print(f"{scenario.name}: {row['points']} points, grid {row['grid_s']} s, search {row['search_s']} s"
                   + (f", {column.name} {row['proposer'][column.name]['search_s']} s" if column else ""), flush=True)
-            save(settings, list(rows.values()), columns, kept["machine"], bench_run, args.results_dir)  # as it lands
+            save(settings, list(rows.values()), columns, kept["machine"], bench_run, args.results_dir, name)  # as it lands
     shown = [rows[s.name] for s in chosen]
     print_table(shown)
     for name in (PLANNER, "planner", *([column.name] if column else [])):
@@ -375,13 +386,13 @@ def previous_payload(settings: dict, folder: Path = RESULTS_DIR) -> dict:
 
 
 def save(settings: dict, rows: list[dict], columns: dict, other_columns_machine: dict | None, bench_run: RunStart,
-         results_dir: Path = RESULTS_DIR) -> None:
+         results_dir: Path = RESULTS_DIR, name: str = "search_quality") -> None:
     behind = [{"scenario": r["scenario"], **item} for r in rows for item in r["behind_tuned_tpe"]]
     payload = {**settings, "searchers": list(SEARCHERS), "proposer_columns": columns, "scenarios": rows,
                "behind_tuned_tpe": behind}
     if other_columns_machine:  # --add: the other columns are the committed ones, measured there
         payload["other_columns_machine"] = other_columns_machine
-    write_results("search_quality", payload, bench_run, results_dir)
+    write_results(name, payload, bench_run, results_dir)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from hyperloom_assets.core.roofline.roofline import (
 )
 from hyperloom_assets.sim.engine_args import resolve_config
 from hyperloom_assets.sim.launch_record import launch_record
-from hyperloom_assets.sim.perf_model import SimConfigError
+from hyperloom_assets.sim.perf_model import DEFAULT_CALIBRATION, SimCalibration, SimConfigError
 from hyperloom_assets.sim.predict import SimArgError, parse_engine_args, predict
 
 
@@ -72,6 +72,14 @@ class SimScenario(Strict):
     target_gain_pct: float = 1000.0  # by default climb until the plan or the trials run out
     noise_pct: float = 2.5
     repeats: int = 3
+    # A calibration profile's parameters (hyperloom_assets/sim/profiles/), and the profile's file
+    # name; None: the perf model's constants.
+    calibration: SimCalibration | None = None
+    calibration_profile: str | None = None
+
+    @property
+    def sim_calibration(self) -> SimCalibration:
+        return self.calibration or DEFAULT_CALIBRATION
 
     def target(self) -> Target:
         harness = ["--gpu", self.gpu, "--tp", str(self.tp), "--flavor", self.flavor]
@@ -99,7 +107,8 @@ def launch_evidence(scenario: SimScenario, args: list[str]) -> dict | None:
 def noisy_prediction(scenario: SimScenario, args: list[str], seed: int) -> Measurement:
     """What the measurement protocol would report for one launch with this seed."""
     return predict(scenario.model, scenario.gpu, args, scenario.workload, flavor=scenario.flavor, tp=scenario.tp,
-                   seed=seed, noise_pct=scenario.noise_pct, repeats=scenario.repeats)
+                   seed=seed, noise_pct=scenario.noise_pct, repeats=scenario.repeats,
+                   calibration=scenario.sim_calibration)
 
 
 # One launch of a config: (scenario, argv, the launch's seed) -> what it measured; raises
@@ -143,7 +152,7 @@ def true_throughput(scenario: SimScenario, args: list[str]) -> float | None:
     """Noise-free predicted output throughput; None where the engine refuses the args."""
     try:
         return predict(scenario.model, scenario.gpu, args, scenario.workload, flavor=scenario.flavor,
-                       tp=scenario.tp).output_throughput
+                       tp=scenario.tp, calibration=scenario.sim_calibration).output_throughput
     except (SimArgError, SimConfigError):
         return None
 

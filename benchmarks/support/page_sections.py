@@ -60,8 +60,8 @@ def effectiveness_sim(r: dict) -> Table:
                                  "launches", "grid_size", "launch_ratio", "passed"])
 
 
-def faults(r: list) -> Table:
-    return pick(r, ["fault", "engine", "outcome", "leaked", "measured_twice", "lost", "recover_s", "commit"])
+def faults(r: dict) -> Table:
+    return pick(r["rows"], ["fault", "engine", "outcome", "leaked", "measured_twice", "lost", "recover_s", "commit"])
 
 
 def fleet(r: dict) -> Table:
@@ -100,6 +100,20 @@ def search_quality(r: dict) -> Table:
     header = ["scenario", "launches", *(f"{n} median share [95%]" for n in shown),
               "planner+history minus tuned TPE [95%, paired]", "planner+history behind_tuned_tpe"]
     return header, rows
+
+
+def search_quality_calibrated(r: dict) -> Table:
+    """Per scenario: its profile, how calibration reranks its space, and the medians at each budget."""
+    rows = []
+    for s in r["scenarios"]:
+        ranking = s.get("ranking_vs_uncalibrated") or {}
+        medians = s["median_share"]
+        shares = "; ".join(f"{b}: {medians['planner+history'][str(b)]:.3f} / {medians['tpe-tuned'][str(b)]:.3f}"
+                           for b in r["budgets"])
+        rows.append([s["scenario"], s["calibration_profile"], ranking.get("spearman_rho", ""),
+                     ranking.get("best_changed", ""), ranking.get("uncalibrated_best_share_calibrated", ""), shares])
+    return ["scenario", "profile", "rank correlation with uncalibrated", "best changed",
+            "uncalibrated best's share, calibrated", "planner+history / tuned TPE median share by launches"], rows
 
 
 def _search_quality_medians(r: dict) -> Table:
@@ -154,7 +168,8 @@ HEADLINES: dict[str, Callable[[Any], Table]] = {
     "accuracy_gate": accuracy_gate, "client_capacity": client_capacity, "decision_launch_noise": decision_launch_noise,
     "demo_time": demo_time, "effectiveness_sim": effectiveness_sim, "faults": faults, "fleet": fleet, "noise": noise,
     "overhead": overhead, "profiler_configured": profiler_configured, "proposer_sim": proposer_sim,
-    "recipe_memory": recipe_memory, "search_quality": search_quality, "sim_fidelity": sim_fidelity,
+    "recipe_memory": recipe_memory, "search_quality": search_quality,
+    "search_quality_calibrated": search_quality_calibrated, "sim_fidelity": sim_fidelity,
     "sim_speed": sim_speed, "suite_time": suite_time,
 }
 

@@ -44,7 +44,7 @@ def _truth(job: tuple[str, list[str]]) -> Measurement | None:
     scenario = SimScenario.model_validate_json(scenario_json)
     try:
         return predict(scenario.model, scenario.gpu, argv, scenario.workload, flavor=scenario.flavor, tp=scenario.tp,
-                       repeats=1)
+                       repeats=1, calibration=scenario.sim_calibration)
     except (SimArgError, SimConfigError):
         return None
 

@@ -28,8 +28,8 @@ CAPS = ["4", "8", "64"]
 
 
 def scenario(**fields) -> SimScenario:
-    return SimScenario(name="small", model=MODEL, gpu="H100", server_args=["--max-num-seqs", "4"], workload=WORKLOAD,
-                       **fields)
+    return SimScenario(**{"name": "small", "model": MODEL, "gpu": "H100", "server_args": ["--max-num-seqs", "4"],
+                          "workload": WORKLOAD, **fields})
 
 
 def small_space(slo: TargetSlo | None = None) -> Space:
@@ -158,3 +158,15 @@ def test_the_page_shows_intervals_the_difference_from_tuned_tpe_and_the_behind_l
     assert header[2] == "planner+history median share [95%]" and "tpe-tuned median share [95%]" in header
     assert rows[0][2].startswith("0.550 [") and rows[0][-2].startswith("-0.300 [")
     assert rows[0][-1] == "tpe-tuned (interval below 0)"
+
+
+def test_a_calibrated_scenario_takes_its_gpus_packaged_profile_for_its_flavor_or_none() -> None:
+    from benchmarks.support.calibrated_scenarios import calibrated, uncalibrated
+    from hyperloom_assets.sim.calibration import PROFILES_DIR, load_profile
+
+    on_h100 = calibrated(scenario())
+    assert on_h100.calibration_profile == "h100-vllm.yaml"
+    assert on_h100.sim_calibration == load_profile(PROFILES_DIR / "h100-vllm.yaml").parameters
+    assert uncalibrated(on_h100) == scenario(), "the twin is the scenario as it was"
+    for other in (scenario(gpu="B200"), scenario(flavor="sglang")):
+        assert calibrated(other) == other, "no packaged profile: the perf model's constants"
