@@ -11,7 +11,7 @@ import importlib
 import importlib.metadata
 import sys
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Command(NamedTuple):
@@ -19,6 +19,9 @@ class Command(NamedTuple):
     run: str  # takes the remaining argv, returns an exit code
     parser: str  # builds the command's argparse parser (its --help, and the help-text test)
     about: str
+    # Its run also takes `store_rows`, the result store's measurement rows of a target: a pure
+    # module (the sim's) reads no store, so this layer reads it for the command.
+    reads_store: bool = False
 
 
 COMMANDS: dict[str, Command] = {
@@ -35,7 +38,8 @@ COMMANDS: dict[str, Command] = {
     "sim-predict": Command("hyperloom_assets.sim.cli", "predict_main", "predict_parser",
                            "predict a configuration's Measurement"),
     "sim-calibrate": Command("hyperloom_assets.sim.calibrate_cli", "main", "parser",
-                             "--gpu NAME --out FILE: fit the sim's efficiency parameters to the calibration cases"),
+                             "--gpu NAME --out FILE: fit the sim's efficiency parameters to measurements",
+                             reads_store=True),
     "instance-config": Command("hyperloom_assets.cli.instance_config", "main", "parser",
                                "[DAGSTER_HOME]: write dagster.yaml for this environment"),
     "host-agent": Command("hyperloom_assets.resources.hosts.agent", "main", "parser",
@@ -72,7 +76,16 @@ def command_parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
         yield name, getattr(importlib.import_module(command.module), command.parser)()
 
 
+def store_rows(target: str) -> list[dict[str, Any]]:
+    """The measurement rows of a target in the store every command uses (the fleet's Postgres
+    where HYPERLOOM_POSTGRES_URL is set, else SQLite under DAGSTER_HOME)."""
+    from hyperloom_assets.resources.store.results import ResultStore
+
+    return ResultStore().measurements(target)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)  # usage on stderr, exit 2, on any misuse
     command = COMMANDS[args.command]
-    return int(getattr(importlib.import_module(command.module), command.run)(args.args) or 0)
+    run = getattr(importlib.import_module(command.module), command.run)
+    return int((run(args.args, store_rows=store_rows) if command.reads_store else run(args.args)) or 0)

@@ -8,7 +8,9 @@ case's error and its leave-one-out error. The sim reads it with `--calibration F
 
 `--results FILE...` adds a user's own serving benchmarks of that GPU (sim/serving_cases.py:
 closed-loop runs of `vllm bench serve`, SGLang's bench_serving or AIPerf) on `--model DIR`
-at `--tp N` with `--engine-args`; `--no-cases` fits them alone.
+at `--tp N` with `--engine-args`; `--store-target NAME` adds the result store's
+measurements of a target, each with its launch's own engine args; `--no-cases` fits
+these alone.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ import hashlib
 import shlex
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hyperloom_assets.sim.cases import CASES_FILE, REPO
+
+StoreRows = Callable[[str], "list[dict[str, Any]]"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,7 +48,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=int, default=1, help="with --results: the tensor-parallel size they ran at (default 1)")
     p.add_argument("--engine-args", default="", metavar="ARGS",
                    help="with --results: the server's engine args, one shell-quoted string (default: none)")
-    p.add_argument("--no-cases", action="store_true", help="fit the --results alone, without the published cases")
+    p.add_argument("--store-target", default=None, metavar="NAME",
+                   help="the result store's measurements of this target (a real engine's, on --gpu, serving --model "
+                        "at --tp) fitted too, each with the engine args its launch ran")
+    p.add_argument("--no-cases", action="store_true",
+                   help="fit the --results and --store-target alone, without the published cases")
     p.add_argument("--note", action="append", default=[], metavar="TEXT",
                    help="a line the profile keeps with its fit: what it rests on, where it may not carry (repeatable)")
     return p
@@ -87,17 +97,48 @@ def _result_cases(args: argparse.Namespace, gpu: str) -> list:
     return cases
 
 
+def _stored_cases(args: argparse.Namespace, gpu: str, store_rows: StoreRows | None) -> list:
+    """The store's measurements of --store-target, each scheduled with the engine args its launch ran."""
+    from hyperloom_assets.core.engines import engine_for
+    from hyperloom_assets.core.roofline.model_shape import load_shape
+    from hyperloom_assets.sim.calibrate import fit_case
+    from hyperloom_assets.sim.calibration import CalibrationError
+    from hyperloom_assets.sim.perf_model import SimConfigError
+    from hyperloom_assets.sim.predict import SimArgError, closed_loop_schedule
+    from hyperloom_assets.sim.serving_cases import store_cases
+
+    if args.store_target is None:
+        return []
+    if store_rows is None:
+        raise CalibrationError("--store-target: no store to read here (run it as `hyperloom sim-calibrate`)")
+    found, skipped = store_cases(store_rows(args.store_target), engine_for(args.engine).server_args_of)
+    shape, cases = load_shape(args.model), []
+    for case in found:
+        try:
+            model, steps = closed_loop_schedule(shape, gpu, case.engine_args or [], case.concurrency, case.prompts,
+                                                case.input_len, case.output_len, flavor=args.engine, tp=args.tp)
+        except (SimArgError, SimConfigError) as exc:
+            skipped.append(f"{case.id}: the sim cannot serve its args ({exc})")
+            continue
+        cases.append(fit_case(case.id, case.measured_s, model, steps))
+    for reason in skipped:
+        print(f"left out: {reason}", file=sys.stderr)
+    return cases
+
+
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.results and args.model is None:
-        parser.error("argument --model: required with --results (the model folder the results served)")
+    if (args.results or args.store_target) and args.model is None:
+        parser.error("argument --model: required with --results or --store-target (the model folder they served)")
     for path in args.results:
         if not path.is_file():
             parser.error(f"argument --results: {path}: no such file")
-    if args.no_cases and not args.results:
-        parser.error("argument --no-cases: needs --results, or nothing is left to fit")
+    if args.no_cases and not (args.results or args.store_target):
+        parser.error("argument --no-cases: needs --results or --store-target, or nothing is left to fit")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], store_rows: StoreRows | None = None) -> int:
+    """`store_rows(target)`: the result store's measurement rows of a target (the CLI layer reads
+    the store: this package reads none)."""
     p = parser()
     args = p.parse_args(argv)
     _check(p, args)
@@ -108,12 +149,13 @@ def main(argv: list[str]) -> int:
 
     gpu = gpu_spec(args.gpu).name
     try:
-        cases = _published_cases(args, gpu) + _result_cases(args, gpu)
+        cases = _published_cases(args, gpu) + _result_cases(args, gpu) + _stored_cases(args, gpu, store_rows)
     except CalibrationError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 2
     if not cases:
-        print(f"ERROR: no case of {args.cases} on {gpu} has a model folder here, and no --results", file=sys.stderr)
+        print(f"ERROR: nothing to fit: no case of {args.cases} on {gpu} with a model folder here, no --results "
+              "and no stored measurement to use", file=sys.stderr)
         return 1
     start = SimCalibration()
     names = args.fit.split(",") if args.fit else identifiable(cases, start, min(args.max_parameters, len(cases) - 1))
@@ -127,6 +169,7 @@ def main(argv: list[str]) -> int:
         cases_file=None if args.no_cases else _display(args.cases),
         cases_sha256=None if args.no_cases else hashlib.sha256(args.cases.read_bytes()).hexdigest(),
         results={_display(path): hashlib.sha256(path.read_bytes()).hexdigest() for path in args.results},
+        store_target=args.store_target,
         method="least squares on log(predicted / measured), bounded (scipy trf)",
         fitted=list(names), held=[n for n in BOUNDS if n not in names], cases=rows, notes=args.note)
     write_profile(CalibrationProfile(gpu=gpu, engine=args.engine, parameters=fitted, fit=report), args.out)

@@ -49,6 +49,7 @@ class FitReport(Frozen):
     cases_file: str | None  # the published cases fitted, None where the fit left them out
     cases_sha256: str | None = Field(pattern=r"^[0-9a-f]{64}$")
     results: dict[str, str] = {}  # serving result files fitted (serving_cases.py): path -> sha256
+    store_target: str | None = None  # the target whose stored measurements were fitted
     method: str
     fitted: list[str]
     held: list[str]  # kept at their starting values: these cases cannot tell them apart from a fitted one

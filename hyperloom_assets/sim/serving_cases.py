@@ -1,5 +1,6 @@
 """A user's own serving benchmarks as calibration cases: `vllm bench serve`, SGLang's
-bench_serving or AIPerf result files (core/measurement/peer_results.py reads them). Pure code.
+bench_serving or AIPerf result files (core/measurement/peer_results.py reads them), and the
+result store's measurements of a target on a real engine. Pure code.
 
 A closed-loop run (a concurrency cap, the next request sent as soon as one finishes, fixed
 prompt and output lengths, as `--max-concurrency N` with the random dataset and
@@ -14,7 +15,9 @@ times that depend on step times, and is refused.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -32,6 +35,7 @@ class ServingCase(Frozen):
     input_len: int = Field(gt=0)  # per request, the mean the file reports
     output_len: int = Field(gt=0)
     measured_s: float = Field(gt=0)
+    engine_args: list[str] | None = None  # the server's own, where the source records them
 
 
 def _open_loop(rate: object) -> bool:
@@ -69,3 +73,31 @@ def serving_cases(path: Path) -> list[ServingCase]:
             input_len=round(run.total_input_tokens / run.completed),
             output_len=round(run.total_output_tokens / run.completed), measured_s=run.duration_s))
     return cases
+
+
+def store_cases(rows: list[dict[str, Any]],
+                server_args_of: Callable[[list[str]], list[str] | None]) -> tuple[list[ServingCase], list[str]]:
+    """A target's stored measurements (ResultStore.measurements rows) as cases, one per measured round,
+    each with the engine args its launch ran; and why each row left out was left out.
+
+    Our client's closed-loop random workload has fixed prompt and output lengths; a row of
+    another workload, of a request rate, without a measurement or with a command the engine's
+    `build_argv` did not write is left out.
+    """
+    cases, skipped = [], []
+    for row in rows:
+        name = f"{row['target']} {row['kind']} #{row['id']}"
+        measurement, args = row.get("measurement"), server_args_of(row["argv"])
+        workload = (measurement or {}).get("workload") or {}
+        why = ("no measurement (the launch failed)" if measurement is None
+               else f"workload {workload.get('kind')!r}, not a random one" if workload.get("kind") != "random"
+               else "a request rate (open loop)" if workload.get("request_rate") is not None
+               else "a command the engine's launcher did not build" if args is None else None)
+        if why:
+            skipped.append(f"{name}: {why}")
+            continue
+        cases += [ServingCase(id=f"{name}.{index}", concurrency=workload["concurrency"], prompts=run["completed"],
+                              input_len=workload["isl"], output_len=workload["osl"], measured_s=run["duration_s"],
+                              engine_args=args)
+                  for index, run in enumerate(measurement["repeats"], start=1)]
+    return cases, skipped

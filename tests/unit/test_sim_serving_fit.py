@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.cli.main import main as cli_main
+from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.resources.store.results import ResultStore, default_store_url
 from hyperloom_assets.sim.calibrate_cli import main as calibrate_main
 from hyperloom_assets.sim.calibration import CalibrationError, load_profile
 from hyperloom_assets.sim.perf_model import SimCalibration
@@ -67,3 +72,55 @@ def test_sim_calibrate_recovers_the_parameters_behind_noisy_serving_results(tmp_
     assert profile.parameters.compute_efficiency == pytest.approx(TRUTH.compute_efficiency, rel=0.05)
     assert profile.fit.cases_file is None and set(profile.fit.results) == {str(f) for f in files}
     assert all(0.95 <= case.ratio <= 1.05 for case in profile.fit.cases), "each run within its noise"
+
+
+def stored(store, concurrency: int, isl: int, args: list[str], rng: random.Random) -> None:
+    """A baseline the store holds of a 'real' vLLM launch with these args: the truth's sim, two noisy rounds."""
+    workload = Workload(kind="random", isl=isl, osl=64, concurrency=concurrency, num_prompts=4 * concurrency)
+    measured = predict(LLAMA_8B, "H100", args, workload, warmups=0, repeats=2, calibration=TRUTH)
+    rounds = [run.model_copy(update={"duration_s": run.duration_s * rng.gauss(1.0, 0.02)}) for run in measured.repeats]
+    argv = engine_for("vllm").build_argv(Path("/usr/bin/python3"), LLAMA_8B, 8000 + concurrency, args)
+    store.record_measurement(target="real", kind="baseline", argv=argv, env={}, started_at=datetime.now(timezone.utc),
+                             measurement=measured.model_copy(update={"repeats": rounds}).model_dump(mode="json"))
+
+
+def test_the_stores_measurements_of_a_target_calibrate_each_with_its_launchs_args(store, tmp_path, capsys) -> None:
+    rng = random.Random(11)
+    for concurrency, isl in RUNS:
+        stored(store, concurrency, isl, ["--max-num-batched-tokens", "4096"] if isl > 1024 else [], rng)
+    argv = engine_for("vllm").build_argv(Path("/usr/bin/python3"), LLAMA_8B, 8100, [])
+    store.record_measurement(target="real", kind="trial", argv=argv, env={}, started_at=datetime.now(timezone.utc),
+                             error="the server exited")
+    out = tmp_path / "mine.yaml"
+    assert calibrate_main(["--gpu", "H100", "--out", str(out), "--no-cases", "--store-target", "real",
+                           "--model", str(LLAMA_8B), "--fit", "bw_efficiency,compute_efficiency"],
+                          store_rows=store.measurements) == 0
+    profile = load_profile(out)
+    assert profile.parameters.bw_efficiency == pytest.approx(TRUTH.bw_efficiency, rel=0.05)
+    assert profile.parameters.compute_efficiency == pytest.approx(TRUTH.compute_efficiency, rel=0.05)
+    assert profile.fit.store_target == "real" and len(profile.fit.cases) == 2 * len(RUNS), "a case per round"
+    assert "left out: real trial #7: no measurement (the launch failed)" in capsys.readouterr().err
+
+
+def test_the_operators_args_come_back_from_each_engines_launch_command() -> None:
+    args = ["--max-num-seqs", "8", "--enforce-eager"]
+    for name in ("vllm", "sglang", "atom", "sim"):
+        spec = engine_for(name)
+        argv = ["taskset", "-c", "0", *spec.build_argv(Path("/usr/bin/python3"), LLAMA_8B, 8000, args)]
+        assert spec.server_args_of(argv) == args, name
+    assert engine_for("vllm").server_args_of(["python3", "-m", "elsewhere", *args]) is None
+
+
+def test_hyperloom_sim_calibrate_reads_the_store_every_command_uses(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.delenv("HYPERLOOM_POSTGRES_URL", raising=False)
+    store = ResultStore(url=default_store_url())
+    rng = random.Random(3)
+    for concurrency, isl in RUNS[:2]:
+        stored(store, concurrency, isl, [], rng)
+    out = tmp_path / "mine.yaml"
+    assert cli_main(["sim-calibrate", "--gpu", "H100", "--out", str(out), "--no-cases", "--store-target", "real",
+                     "--model", str(LLAMA_8B), "--fit", "bw_efficiency", "--no-leave-one-out"]) == 0
+    assert len(load_profile(out).fit.cases) == 4, "both stored baselines, two rounds each"
+    assert calibrate_main(["--gpu", "H100", "--out", str(out), "--no-cases", "--store-target", "real",
+                           "--model", str(LLAMA_8B)]) == 2, "the pure entry alone has no store: refused"

@@ -293,6 +293,17 @@ class EngineSpec(Frozen):
         return [str(python), "-m", entry.module, *entry.subcommand, self.model_flag, str(model),
                 port_flag, str(port), *self.serve_flags, *server_args]
 
+    def server_args_of(self, argv: list[str]) -> list[str] | None:
+        """The operator's args of a command `build_argv` built (a launcher before it allowed); None
+        where argv is not one: no model flag, or no port or serve flags where they belong."""
+        if self.model_flag not in argv:
+            return None
+        at = argv.index(self.model_flag) + 2
+        port, serve = argv[at:at + 2], list(self.serve_flags)
+        if len(port) < 2 or not port[1].isdigit() or argv[at + 2:at + 2 + len(serve)] != serve:
+            return None
+        return argv[at + 2 + len(serve):]
+
     def served_model(self, model: Path | str, server_args: list[str]) -> str:
         """The name requests must use: `--served-model-name` if given, else the model path."""
         for index, token in enumerate(server_args):
