@@ -18,6 +18,9 @@ server_args: ["--max-num-seqs", "4"]
 workload: {kind: random, isl: 16, osl: 8, concurrency: 2}
 """
 
+SIM = GOOD.replace("engine: vllm", "engine: sim").replace(
+    '["--max-num-seqs", "4"]', '["--gpu", "H100", "--time-scale", "50", "--calibration", "auto", "--max-num-seqs", "4"]')
+
 
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
@@ -55,6 +58,11 @@ def problems_for(repo: Path, text: str) -> list[str]:
     (GOOD + "slo: {percentile: 99}\n", "slo", "at least one of ttft_ms, tpot_ms, e2e_ms"),
     (GOOD + "slo: {ttft_ms: 100, percentile: 50}\n", "slo.percentile", "90, 95 or 99"),
     (GOOD + "slo: {ttft_ms: 0}\n", "slo.ttft_ms", "greater than 0"),
+    # The sim's harness flags, refused before anything is launched.
+    (SIM.replace("H100", "H900"), "server_args", "--gpu: unknown GPU 'H900'; known: H100"),
+    (SIM.replace('"--time-scale", "50"', '"--time-scale", "0"'), "server_args", "--time-scale 0: expected a positive"),
+    (SIM.replace('"auto"', '"nope"'), "server_args", "--calibration: calibration profile 'nope': no such file"),
+    (SIM.replace('"auto"', '"mi300x-vllm"'), "server_args", "profile mi300x-vllm is for MI300X, not --gpu H100"),
 ])
 def test_each_problem_names_file_and_field(repo: Path, text: str, field: str, expected: str) -> None:
     problems = problems_for(repo, text)
@@ -95,3 +103,9 @@ def test_targets_check_cli_exits_non_zero_on_a_bad_file(repo: Path) -> None:
                          capture_output=True, text=True)
     assert bad.returncode == 1
     assert f"{repo / 'targets' / 'bad.yaml'}: engine: one of vllm" in bad.stdout
+
+
+def test_a_sim_target_naming_a_packaged_profile_for_its_gpu_loads(repo: Path) -> None:
+    (repo / "targets" / "sim.yaml").write_text(SIM.replace('"auto"', '"H100"'))
+    good, problems = load_targets(repo / "targets")
+    assert problems == [] and "--calibration" in good["sim"].server_args

@@ -277,6 +277,8 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
             "the top-level slo: {ttft_ms, tpot_ms, e2e_ms, percentile} (workload.slo moved there)"))]
     problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
     problems += _harness_in_space(target, file)
+    problems += [TargetProblem(file=file, field="server_args", expected=problem)
+                 for problem in engine_for(target.engine).harness_problems(target.server_args)]
     if target.objective == "goodput" and target.slo is None:
         problems.append(TargetProblem(file=file, field="objective", expected=(
             "an slo to count goodput against (goodput is the requests per second that meet the slo), or "

@@ -24,7 +24,7 @@ from hyperloom_assets.core.engines.spec import (
     Startup,
 )
 from hyperloom_assets.core.roofline.gpus import gpu_spec
-from hyperloom_assets.sim.calibration import describe_calibration
+from hyperloom_assets.sim.calibration import CalibrationError, describe_calibration, find_profile, load_profile
 from hyperloom_assets.sim.engine_args import (
     FLAVORS,
     engine_parser,
@@ -87,6 +87,40 @@ def predictor_of(server_args: list[str]) -> str:
     return describe_calibration(named if isinstance(named, str) else None, gpu, flavor)
 
 
+def harness_problems(server_args: list[str]) -> list[str]:
+    """What `sim-serve` would refuse in its harness flags, found before anything is launched:
+    an unknown --gpu, a --tp or --time-scale that is not a positive number, a --calibration that
+    names no packaged profile or a readable one of another GPU (a file this machine does not
+    hold is left to the host that serves)."""
+    flavor = flavor_of(server_args)
+    harness, _ = split_harness_args(server_args, flavor)
+    problems = [f"{flag} {harness[flag]}: expected a positive number" for flag, kind in (("--tp", int),
+                                                                                         ("--time-scale", float))
+                if flag in harness and not _positive(harness[flag], kind)]
+    try:
+        gpu = gpu_spec(str(harness.get("--gpu", "H100"))).name
+    except KeyError as exc:
+        return problems + [f"--gpu: {exc.args[0]}"]
+    named = harness.get("--calibration")
+    if not isinstance(named, str):
+        return problems
+    try:
+        path = find_profile(named, gpu, flavor)
+        profile = load_profile(path) if path is not None and path.is_file() else None
+    except CalibrationError as exc:
+        return problems + [f"--calibration: {exc}"]
+    if profile is not None and profile.gpu != gpu:
+        problems.append(f"--calibration: profile {named} is for {profile.gpu}, not --gpu {gpu}")
+    return problems
+
+
+def _positive(value: object, kind: type) -> bool:
+    try:
+        return kind(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 def accepted_flags(flavor: str | None) -> frozenset[str]:
     """The long flags the flavor's parser takes: a grid value it cannot take would only fail its launch."""
     parser = engine_parser(flavor or "vllm", "sim")
@@ -125,6 +159,7 @@ ENGINE = EngineSpec(
     named_gpu=named_gpu,
     noise_identity=noise_identity,
     predictor_of=predictor_of,
+    harness_problems=harness_problems,
     cli_parser=CliParser(builder="hyperloom_assets.sim.engine_args:add_engine_args"),
     source_context=("sim/perf_model.py",),
     # Its profiler only records once started (sim/profiler.py); profiler_configured.py: no slowdown.

@@ -33,6 +33,8 @@ NamedGpu = Callable[[list[str]], "tuple[str, int] | None"]
 NoiseIdentity = Callable[[str, list[str]], str]
 # What predicts a stand-in's numbers (its model and calibration), for run metadata and reports.
 Predictor = Callable[[list[str]], "str | None"]
+# What is wrong with a stand-in's harness flags in a target's server_args, each naming its flag.
+HarnessProblems = Callable[[list[str]], "list[str]"]
 
 
 def no_evidence(log_text: str) -> dict[str, Any] | None:
@@ -57,6 +59,10 @@ def no_named_gpu(server_args: list[str]) -> tuple[str, int] | None:
 def measured(server_args: list[str]) -> str | None:
     """A real engine's numbers are measured, not predicted."""
     return None
+
+
+def no_harness_problems(server_args: list[str]) -> list[str]:
+    return []
 
 
 def version_only(version: str, server_args: list[str]) -> str:
@@ -243,6 +249,7 @@ class EngineSpec(Frozen):
     named_gpu: NamedGpu = no_named_gpu
     noise_identity: NoiseIdentity = version_only
     predictor_of: Predictor = measured
+    harness_problems: HarnessProblems = no_harness_problems
     metrics: MetricNames | None = None  # its Prometheus `/metrics`, where it has one
     cli_parser: CliParser | None = None  # its own argv parser; None: no proposed argv can be checked
     # Source files a model proposing patches is shown (package-relative), within a size bound.
