@@ -53,10 +53,10 @@ variants it got tried and kept (benchmarks/support/proposer_column.py):
   one change can reach (an oracle, no model);
 - `real` with --provider anthropic|openai --model M: keys and base URLs are the SDK's own
   variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, *_BASE_URL), never read here.
---calibration auto runs every scenario on its GPU's packaged calibration profile for its
-flavor (hyperloom_assets/sim/profiles/; none: the perf model's constants, said in the row)
-and writes search_quality_calibrated.json, whose rows also say how calibration reranks the
-space (benchmarks/support/calibrated_scenarios.py).
+--calibration auto runs the scenarios whose GPU and flavor have a packaged calibration
+profile (hyperloom_assets/sim/profiles/) on it and writes search_quality_calibrated.json,
+whose rows also say how calibration reranks the space
+(benchmarks/support/calibrated_scenarios.py); the others are search_quality.json's.
 --add keeps the committed columns of search_quality.json and computes only the proposer
 column: the seeds, budgets and noise must match, and planner+history (run again) must come
 out as committed for every seed, else it refuses; without it every column is computed
@@ -334,8 +334,8 @@ def main() -> int:
     column = ProposerColumn(args.proposer, args.provider, args.model, args.max_rounds) if args.proposer else None
     started = time.monotonic()
     chosen = [s for s in scenarios(synthetic_trace_file()) if not args.only or args.only in s.name]
-    if args.calibration == "auto":
-        chosen = [calibrated(s) for s in chosen]
+    if args.calibration == "auto":  # a scenario without a profile is search_quality.json's row as it is
+        chosen = [s for s in map(calibrated, chosen) if s.calibration_profile]
     name = "search_quality" + ("_calibrated" if args.calibration == "auto" else "")
     rows = {r["scenario"]: r for r in kept["rows"]}
     with column or contextlib.nullcontext():

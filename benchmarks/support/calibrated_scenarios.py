@@ -1,8 +1,8 @@
 """The search benchmarks on the calibrated sim: each scenario timed by the packaged calibration
 profile of its GPU and flavor where there is one, and how that moves the ranking of its space.
 
-A scenario whose GPU and flavor have no packaged profile (hyperloom_assets/sim/profiles/)
-stays on the perf model's constants and says so. The ranking compares the space's points
+Only a scenario whose GPU and flavor have a packaged profile (hyperloom_assets/sim/profiles/)
+is run again (search_quality.py --calibration auto). The ranking compares the space's points
 under both truths: Spearman's rank correlation of their noise-free throughputs, each truth's
 best point, and what the uncalibrated best is worth under the calibrated truth (as a share
 of the calibrated attainable gain, the measure the searchers are scored by).
@@ -51,10 +51,7 @@ def ranking_change(after: Space, before: Space) -> dict:
 
 
 def calibration_fields(scenario: SimScenario, workers: int) -> dict:
-    """A calibrated run's row additions: the profile, and the ranking against the uncalibrated space."""
-    if scenario.calibration_profile is None:
-        return {"calibration_profile": "none: no packaged profile for this GPU and flavor",
-                "ranking_vs_uncalibrated": None}
+    """A calibrated scenario's row additions: the profile, and the ranking against the uncalibrated space."""
     return {"calibration_profile": scenario.calibration_profile,
             "ranking_vs_uncalibrated": ranking_change(cached_space(scenario, workers),
                                                       cached_space(uncalibrated(scenario), workers))}

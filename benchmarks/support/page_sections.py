@@ -106,12 +106,12 @@ def search_quality_calibrated(r: dict) -> Table:
     """Per scenario: its profile, how calibration reranks its space, and the medians at each budget."""
     rows = []
     for s in r["scenarios"]:
-        ranking = s.get("ranking_vs_uncalibrated") or {}
+        ranking = s["ranking_vs_uncalibrated"]
         medians = s["median_share"]
         shares = "; ".join(f"{b}: {medians['planner+history'][str(b)]:.3f} / {medians['tpe-tuned'][str(b)]:.3f}"
                            for b in r["budgets"])
-        rows.append([s["scenario"], s["calibration_profile"], ranking.get("spearman_rho", ""),
-                     ranking.get("best_changed", ""), ranking.get("uncalibrated_best_share_calibrated", ""), shares])
+        rows.append([s["scenario"], s["calibration_profile"], ranking["spearman_rho"], ranking["best_changed"],
+                     ranking["uncalibrated_best_share_calibrated"], shares])
     return ["scenario", "profile", "rank correlation with uncalibrated", "best changed",
             "uncalibrated best's share, calibrated", "planner+history / tuned TPE median share by launches"], rows
 
