@@ -6,6 +6,8 @@ was met is rendered from the JSON's own verdict fields (`verdicts`), word for wo
 
 from __future__ import annotations
 
+import statistics
+
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +16,7 @@ Table = tuple[list[str], list[list[Any]]]
 # Fields in which a benchmark states its own verdict or target; rendered as they stand.
 VERDICT_KEYS = ("verdict", "target_met", "targets_met", "within_budget", "corrupting_detected", "memory_pays")
 TARGET_KEYS = ("share_target", "launch_ratio_target", "budget_s", "budget_min", "targets_pct", "min_agreement",
-               "ratio_target")
+               "ratio_target", "makespan_over_ideal_target")
 
 
 def cell(value: Any) -> str:
@@ -68,6 +70,14 @@ def fleet(r: dict) -> Table:
     keys = ["targets", "hosts", "succeeded", "makespan_s", "ideal_s", "makespan_over_ideal", "overlaps_per_host",
             "stale_leases"]
     return keys, [[r.get(k) for k in keys]]
+
+
+def noise_pinning(r: dict) -> Table:
+    ratios = r["pinned_over_shared"]
+    return ["CPUs", "launches", "mean tok/s", "launch CV %", "repeat spread %", "client saturated",
+            "pinned / shared per pair (median)"], [
+        [arm, row["launches"], row["mean"], row["launch_cv_pct"], row["repeat_spread_pct"], row["saturated"],
+         statistics.median(ratios) if arm == "pinned" else ""] for arm, row in r["summary"].items()]
 
 
 def noise(r: dict) -> Table:
@@ -167,6 +177,7 @@ def suite_time(r: dict) -> Table:
 HEADLINES: dict[str, Callable[[Any], Table]] = {
     "accuracy_gate": accuracy_gate, "client_capacity": client_capacity, "decision_launch_noise": decision_launch_noise,
     "demo_time": demo_time, "effectiveness_sim": effectiveness_sim, "faults": faults, "fleet": fleet, "noise": noise,
+    "noise_pinning": noise_pinning,
     "overhead": overhead, "profiler_configured": profiler_configured, "proposer_sim": proposer_sim,
     "recipe_memory": recipe_memory, "search_quality": search_quality,
     "search_quality_calibrated": search_quality_calibrated, "sim_fidelity": sim_fidelity,
