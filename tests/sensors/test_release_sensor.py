@@ -122,7 +122,7 @@ def test_cooldown_at_sensor_level_spans_bases_and_ignores_unreadable_records(ind
     now = datetime.now(timezone.utc)
 
     ledger.record("sim-a", PACKAGE, "0.2.0", "failed", "baseline crashed", now=now - timedelta(hours=2))
-    write_target(folder, "sim-a", server_args=["--gpu", "A100"])  # a new base does not reset the cooldown
+    write_target(folder, "sim-a", server_args=["--gpu", "H200"])  # a new base does not reset the cooldown
     assert run_keys(tick(defs, SENSOR, instance, released.cursor)) == []
 
     with ledger.engine().begin() as conn:  # a day passes

@@ -33,7 +33,7 @@ def make_tree(path: Path) -> Path:
 def test_first_tick_records_observations_and_asks_for_nothing(tmp_path, host, store, instance) -> None:
     folder = tmp_path / "targets"
     path = write_target(folder, "sim-a")
-    write_target(folder, "sim-b", server_args=["--gpu", "A100"])
+    write_target(folder, "sim-b", server_args=["--gpu", "H200"])
     defs = defs_with_sensors(folder, host, store)
 
     result = tick(defs, SENSOR, instance, None)
@@ -76,7 +76,7 @@ def test_return_to_an_earlier_config_gets_a_fresh_run_key(tmp_path, host, store,
     defs = defs_with_sensors(folder, host, store)
     cursor = tick(defs, SENSOR, instance, None).cursor
     seen = []
-    for args in (["--gpu", "A100"], ["--gpu", "H100"], ["--gpu", "A100"]):
+    for args in (["--gpu", "H200"], ["--gpu", "H100"], ["--gpu", "H200"]):
         write_target(folder, "sim-a", server_args=args)
         result = tick(defs, SENSOR, instance, cursor)
         cursor = result.cursor
@@ -123,7 +123,7 @@ def test_bad_files_are_skipped_by_name_while_the_others_are_evaluated(tmp_path, 
 
     schema = yaml.safe_load((folder / "sim-a.yaml").read_text()) | {"engine": "tgi"}
     (folder / "sim-b.yaml").write_text(yaml.safe_dump(schema))
-    write_target(folder, "sim-a", server_args=["--gpu", "A100"])
+    write_target(folder, "sim-a", server_args=["--gpu", "H200"])
     mixed = tick(defs, SENSOR, instance, broken.cursor)
     assert [r.partition_key for r in mixed.run_requests] == ["sim-a"]
     # sim-b keeps its last good key: fixing it back to the same content asks for nothing.
@@ -193,7 +193,7 @@ def test_the_sensors_observations_make_exactly_the_edited_targets_baseline_stale
     for partition in ("sim-a", "sim-b"):
         assert graph.resolve_implicit_global_asset_job_def().execute_in_process(
             partition_key=partition, instance=instance, asset_selection=[baseline.key]).success
-    write_target(folder, "sim-a", server_args=["--gpu", "A100"])
+    write_target(folder, "sim-a", server_args=["--gpu", "H200"])
     record(tick(defs, SENSOR, instance, first.cursor))
 
     resolver = get_stale_status_resolver(instance, list(graph.resolve_asset_graph().assets_defs))
