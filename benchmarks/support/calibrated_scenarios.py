@@ -41,13 +41,11 @@ def ranking_change(after: Space, before: Space) -> dict:
     rho = spearmanr([before.truth[k].output_throughput for k in common],
                     [after.truth[k].output_throughput for k in common]).statistic
     best_before, best_after = _best(before), _best(after)
-    argv_of = dict(zip(after.keys, after.points))
-    old_best_share = after.share(argv_of[best_before]) if best_before in argv_of else None
+    argv_of = dict(zip(after.keys, after.points))  # one scenario's grid: both spaces share its keys
     return {"points": len(common), "spearman_rho": round(float(rho), 3),
-            "best_uncalibrated": " ".join(argv_of.get(best_before, [best_before])),
-            "best_calibrated": " ".join(argv_of.get(best_after, [best_after])),
+            "best_uncalibrated": " ".join(argv_of[best_before]), "best_calibrated": " ".join(argv_of[best_after]),
             "best_changed": best_before != best_after,
-            "uncalibrated_best_share_calibrated": None if old_best_share is None else round(old_best_share, 3)}
+            "uncalibrated_best_share_calibrated": round(after.share(argv_of[best_before]), 3)}
 
 
 def calibration_fields(scenario: SimScenario, workers: int) -> dict:

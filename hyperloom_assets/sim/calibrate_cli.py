@@ -79,32 +79,35 @@ def _published_cases(args: argparse.Namespace, gpu: str) -> list:
     return cases
 
 
-def _result_cases(args: argparse.Namespace, gpu: str) -> list:
-    """The serving result files' closed-loop runs, scheduled on the model they served."""
-    from hyperloom_assets.core.roofline.model_shape import load_shape
+def _closed_loop_case(case, shape, gpu: str, engine_args: list[str], args: argparse.Namespace):  # noqa: ANN001, ANN202
+    """A serving case (serving_cases.py) as a fit case: its run scheduled once on the model it served."""
     from hyperloom_assets.sim.calibrate import fit_case
     from hyperloom_assets.sim.predict import closed_loop_schedule
+
+    model, steps = closed_loop_schedule(shape, gpu, engine_args, case.concurrency, case.prompts, case.input_len,
+                                        case.output_len, flavor=args.engine, tp=args.tp)
+    return fit_case(case.id, case.measured_s, model, steps)
+
+
+def _result_cases(args: argparse.Namespace, gpu: str) -> list:
+    """The serving result files' closed-loop runs, with the --engine-args given."""
+    from hyperloom_assets.core.roofline.model_shape import load_shape
     from hyperloom_assets.sim.serving_cases import serving_cases
 
-    shape = load_shape(args.model) if args.results else None
-    cases = []
-    for path in args.results:
-        for case in serving_cases(path):
-            model, steps = closed_loop_schedule(shape, gpu, shlex.split(args.engine_args), case.concurrency,
-                                                case.prompts, case.input_len, case.output_len, flavor=args.engine,
-                                                tp=args.tp)
-            cases.append(fit_case(case.id, case.measured_s, model, steps))
-    return cases
+    if not args.results:
+        return []
+    shape, engine_args = load_shape(args.model), shlex.split(args.engine_args)
+    return [_closed_loop_case(case, shape, gpu, engine_args, args) for path in args.results
+            for case in serving_cases(path)]
 
 
 def _stored_cases(args: argparse.Namespace, gpu: str, store_rows: StoreRows | None) -> list:
     """The store's measurements of --store-target, each scheduled with the engine args its launch ran."""
     from hyperloom_assets.core.engines import engine_for
     from hyperloom_assets.core.roofline.model_shape import load_shape
-    from hyperloom_assets.sim.calibrate import fit_case
     from hyperloom_assets.sim.calibration import CalibrationError
     from hyperloom_assets.sim.perf_model import SimConfigError
-    from hyperloom_assets.sim.predict import SimArgError, closed_loop_schedule
+    from hyperloom_assets.sim.predict import SimArgError
     from hyperloom_assets.sim.serving_cases import store_cases
 
     if args.store_target is None:
@@ -115,12 +118,9 @@ def _stored_cases(args: argparse.Namespace, gpu: str, store_rows: StoreRows | No
     shape, cases = load_shape(args.model), []
     for case in found:
         try:
-            model, steps = closed_loop_schedule(shape, gpu, case.engine_args or [], case.concurrency, case.prompts,
-                                                case.input_len, case.output_len, flavor=args.engine, tp=args.tp)
+            cases.append(_closed_loop_case(case, shape, gpu, case.engine_args or [], args))
         except (SimArgError, SimConfigError) as exc:
             skipped.append(f"{case.id}: the sim cannot serve its args ({exc})")
-            continue
-        cases.append(fit_case(case.id, case.measured_s, model, steps))
     for reason in skipped:
         print(f"left out: {reason}", file=sys.stderr)
     return cases

@@ -88,7 +88,8 @@ def write_profile(profile: CalibrationProfile, path: Path) -> None:
     path.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
 
 
-def _is_path(value: str) -> bool:
+def is_profile_path(value: str) -> bool:
+    """Whether `--calibration VALUE` names a file rather than a packaged profile."""
     return Path(value).suffix in (".yaml", ".yml") or len(Path(value).parts) > 1
 
 
@@ -104,7 +105,7 @@ def find_profile(value: str, gpu: str, engine: str, folder: Path = PROFILES_DIR)
     else is a profile's name (its file's stem, `mi300x-vllm`) or its GPU's name (`MI300X`, for
     this engine) in the folder; CalibrationError names the value and what the folder holds.
     """
-    if _is_path(value):
+    if is_profile_path(value):
         return Path(value)
     profiles = _profiles(folder)
     if value == "auto":
@@ -116,6 +117,18 @@ def find_profile(value: str, gpu: str, engine: str, folder: Path = PROFILES_DIR)
     held = ", ".join(f"{path.stem} ({p.gpu}, {p.engine})" for path, p in profiles.items()) or "none"
     raise CalibrationError(f"calibration profile {value!r}: no such file, and no profile of that name or of that "
                            f"GPU for engine {engine} in {folder} (it holds: {held})")
+
+
+def profile_for(value: str, gpu: str, engine: str, folder: Path = PROFILES_DIR) -> CalibrationProfile | None:
+    """The profile `--calibration VALUE` names, loaded (None for `auto` where none is packaged);
+    CalibrationError for an unknown name, an unreadable file or a profile of another GPU."""
+    path = find_profile(value, gpu, engine, folder)
+    if path is None:
+        return None
+    profile = load_profile(path)
+    if profile.gpu != gpu:
+        raise CalibrationError(f"profile {value} is for {profile.gpu}, not --gpu {gpu}")
+    return profile
 
 
 def describe_calibration(value: str | None, gpu: str, engine: str, folder: Path = PROFILES_DIR) -> str:

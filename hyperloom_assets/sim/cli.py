@@ -63,18 +63,13 @@ def _calibration(parser: argparse.ArgumentParser, args: argparse.Namespace, flav
     """The profile's parameters; a bad file or a profile of another GPU stops the launch before it starts."""
     if args.calibration is None:
         return DEFAULT_CALIBRATION
-    from hyperloom_assets.sim.calibration import CalibrationError, find_profile, load_profile
+    from hyperloom_assets.sim.calibration import CalibrationError, profile_for
 
     try:
-        path = find_profile(args.calibration, gpu_spec(args.gpu).name, flavor)
-        if path is None:
-            return DEFAULT_CALIBRATION
-        profile = load_profile(path)
+        profile = profile_for(args.calibration, gpu_spec(args.gpu).name, flavor)
     except CalibrationError as exc:
         parser.error(f"argument --calibration: {exc}")
-    if profile.gpu != gpu_spec(args.gpu).name:
-        parser.error(f"argument --calibration: profile {args.calibration} is for {profile.gpu}, not --gpu {args.gpu}")
-    return profile.parameters
+    return DEFAULT_CALIBRATION if profile is None else profile.parameters
 
 
 def _add_workload_args(parser: argparse.ArgumentParser) -> None:

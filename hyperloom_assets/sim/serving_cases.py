@@ -39,10 +39,9 @@ class ServingCase(Frozen):
 
 
 def _open_loop(rate: object) -> bool:
-    if rate is None or rate == "inf":
-        return False
+    """A finite request rate; vLLM writes an unlimited one as inf (or "inf"), AIPerf and SGLang as none."""
     try:
-        return math.isfinite(float(rate))
+        return rate is not None and math.isfinite(float(rate))
     except (TypeError, ValueError):
         return False
 

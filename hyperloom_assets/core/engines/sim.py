@@ -10,6 +10,7 @@ it models, how much faster than that GPU it runs, and what its launch noise depe
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hyperloom_assets.core.engines import atom, sglang, vllm
@@ -24,7 +25,7 @@ from hyperloom_assets.core.engines.spec import (
     Startup,
 )
 from hyperloom_assets.core.roofline.gpus import gpu_spec
-from hyperloom_assets.sim.calibration import CalibrationError, describe_calibration, find_profile, load_profile
+from hyperloom_assets.sim.calibration import CalibrationError, describe_calibration, is_profile_path, profile_for
 from hyperloom_assets.sim.engine_args import (
     FLAVORS,
     engine_parser,
@@ -102,15 +103,12 @@ def harness_problems(server_args: list[str]) -> list[str]:
     except KeyError as exc:
         return problems + [f"--gpu: {exc.args[0]}"]
     named = harness.get("--calibration")
-    if not isinstance(named, str):
+    if not isinstance(named, str) or (is_profile_path(named) and not Path(named).is_file()):
         return problems
     try:
-        path = find_profile(named, gpu, flavor)
-        profile = load_profile(path) if path is not None and path.is_file() else None
+        profile_for(named, gpu, flavor)
     except CalibrationError as exc:
-        return problems + [f"--calibration: {exc}"]
-    if profile is not None and profile.gpu != gpu:
-        problems.append(f"--calibration: profile {named} is for {profile.gpu}, not --gpu {gpu}")
+        problems.append(f"--calibration: {exc}")
     return problems
 
 
