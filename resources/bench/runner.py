@@ -39,6 +39,7 @@ from hyperloom_assets.core.measurement.workloads import (
 )
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.roofline.model_shape import load_shape
+from hyperloom_assets.resources.bench.heap import heap_frozen
 from hyperloom_assets.resources.bench.monitor import ClientLoad, LoadMonitor
 from hyperloom_assets.resources.bench.stream import (
     DEFAULT_SOCK_READ_TIMEOUT_S,
@@ -203,9 +204,10 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     started = loop.time()
     limit = asyncio.timeout(timeout_s)
     try:
-        async with limit:
-            rounds, loads, telemetry, measured = await _rounds(base_url, served_model, workload, warm, plans,
-                                                               records_dir, sock_read_timeout_s, progress)
+        with heap_frozen():
+            async with limit:
+                rounds, loads, telemetry, measured = await _rounds(base_url, served_model, workload, warm, plans,
+                                                                   records_dir, sock_read_timeout_s, progress)
     except TimeoutError as exc:
         if timeout_s is None or not limit.expired():
             raise  # a timeout of the requests' own, not the limit's

@@ -1,6 +1,7 @@
 """The benchmark client against a real streaming HTTP server (the echo server)."""
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from hyperloom_assets.resources.bench.client import (
     BenchRunError,
     measure,
 )
+from hyperloom_assets.resources.bench.heap import heap_frozen
 from hyperloom_assets.resources.bench.runner import round_seed
 from hyperloom_assets.resources.bench.stream import KEEPALIVE_S, completions_url, open_session, send_request
 
@@ -313,3 +315,24 @@ def test_a_connection_idle_past_the_keepalive_budget_is_not_reused(echo_server):
     # vLLM's server closes an idle connection after 5 s; reusing one it is closing just then
     # failed a request ("Can not write request body"), so the client retires them sooner.
     assert _connections_for(echo_server(), requests=2, gap_s=KEEPALIVE_S + 0.5) == 2
+
+
+def test_the_heap_is_frozen_while_requests_are_timed_and_thawed_after(echo_server):
+    # A full collection of a long-lived process's heap inside a round would read as the server's latency.
+    url = echo_server("--token-delay-ms", "1")
+    workload = Workload(kind="random", isl=8, osl=4, concurrency=2, num_prompts=4)
+    seen: list[int] = []
+    assert gc.get_freeze_count() == 0
+    measure(url, "echo", workload, vocab_size=100, repeats=2, warmups=1,
+            progress=lambda p: seen.append(gc.get_freeze_count()))
+    assert len(seen) >= 3 and all(count > 0 for count in seen), seen
+    assert gc.get_freeze_count() == 0, "thawed once the measurement ends"
+
+
+def test_a_measurement_inside_a_frozen_block_leaves_the_thaw_to_that_block():
+    with heap_frozen():
+        frozen = gc.get_freeze_count()
+        with heap_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen > 0
+    assert gc.get_freeze_count() == 0
