@@ -1,18 +1,22 @@
 """vLLM CPU in its default process layout (API server, engine core, worker), launched once
-through the local host with the benchmark client's CPU set apart, and asked two read-only
+through the local host with the benchmark client's CPU set apart, and asked three read-only
 questions while it serves:
 
 - its OpenMP auto-binding (VLLM_CPU_OMP_THREADS_BIND=auto) binds from the mask the host
   pinned, so no thread of any of its processes may run on the client's CPU;
 - every series we read is on its /metrics page, and a measured round's telemetry has
-  scrapes between its edges.
+  scrapes between its edges;
+- the launch evidence read from its log (the args it took, its version), its ZMQ sockets in
+  the launch's own folder, and a completion it answers.
 
+Its teardown then leaves nothing: no process of its group, no pidfile, no scratch folder.
 That vLLM's telemetry then reaches the trials table and the baseline's metadata is checked
 by the SSH host's optimize run (tests/fleet/test_ssh_vllm.py), which launches vLLM anyway.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.request
@@ -53,8 +57,12 @@ def serving(tmp_path_factory, tiny_model) -> Iterator[tuple[LocalHost, object]]:
     spec = ServerSpec(engine="vllm", model=tiny_model, server_args=ARGS, env=ENV)
     try:
         with host.serve(spec, state.parent / "serve") as launch:
+            record = read_pidfiles(host.pid_dir())[0][1]
             yield host, launch
         assert read_pidfiles(Path(host.state_path()) / "pids") == [], "torn down, nothing left"
+        assert group_members(record.pgid) == [] and not Path(record.scratch_dir).exists()
+        teardown = json.loads((state.parent / "serve" / "teardown.json").read_text())
+        assert teardown["survivors"] == [], teardown
     finally:
         reap_pid_dir(state / "pids")
 
@@ -87,3 +95,21 @@ def test_every_series_we_read_is_on_vllms_metrics_page(serving, tiny_model) -> N
     assert t is not None and t.engine == "vllm" and t.scrapes >= 3, "a scrape between the edges"
     assert t.running_max >= 1 and t.prefix_queries > 0 and t.prefix_hits > 0, t
     assert t.prefill_s > 0 and t.decode_s > 0
+
+
+def test_it_reports_its_evidence_and_answers_a_completion(serving) -> None:
+    host, launch = serving
+    scratch = Path(read_pidfiles(host.pid_dir())[0][1].scratch_dir)
+    # vLLM's ZMQ IPC sockets are in the launch's own folder, not the system temp folder.
+    assert any(entry.is_socket() for entry in scratch.iterdir()), list(scratch.iterdir())
+    assert launch.evidence is not None and launch.evidence["max_num_seqs"] == 4
+    assert launch.evidence["enforce_eager"] is True
+    assert launch.engine_version is not None and launch.engine_version.startswith("vllm")
+    assert launch.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert launch.env == ENV
+    body = json.dumps({"model": launch.served_model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True}).encode()
+    request = urllib.request.Request(f"{launch.base_url}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert json.loads(response.read())["usage"]["completion_tokens"] == 4
+    print(f"\nvLLM CPU ready in {launch.ready_s:.1f} s")
