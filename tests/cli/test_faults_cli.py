@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks.support.job_runs import (
     DEADLINE_S,
+    SLOW_TARGET,
     climb_launches,
     execute,
     instance_of,
@@ -37,6 +38,10 @@ from tests.conftest import reap_leftovers
 
 pytestmark = pytest.mark.cli
 
+# SLOW_TARGET at twice its time scale: this test waits on log lines, not on time, and a
+# launch still measures for seconds after its server is up, room for the signal.
+_SCALE = SLOW_TARGET["server_args"].index("--time-scale") + 1
+FASTER = {"server_args": [*SLOW_TARGET["server_args"][:_SCALE], "8", *SLOW_TARGET["server_args"][_SCALE + 1:]]}
 REPLAYED = re.compile(r"trial 1 [^\n]*: launch 1 \(variant\)[^\n]*replayed from the ledger")
 
 
@@ -93,11 +98,11 @@ def test_sigterm_then_sigkill_mid_trial_each_next_run_resumes_and_ends_with_the_
     # reads the servers' telemetry, sampled in wall-clock time.
     # Up to its trials: their KEEPs are the stack's keepers (the validation measures them).
     # Named, not "*trials": framework_tree and server_config are external, never materialized.
-    reference = materialize_climb(reference_home, write_targets(tmp_path / "reference_targets"),
+    reference = materialize_climb(reference_home, write_targets(tmp_path / "reference_targets", **FASTER),
                                   tmp_path / "reference.log", "sim",
                                   select="baseline,roofline,profile,candidates,trials")
     assert reference.wait(timeout=DEADLINE_S) == 0, (tmp_path / "reference.log").read_text()[-4000:]
-    targets = write_targets(tmp_path / "targets")
+    targets = write_targets(tmp_path / "targets", **FASTER)
 
     text = signalled_mid_run(signal.SIGTERM, home, targets, tmp_path / "terminated.log", wait_mid_trial)
     assert "stop reason: cancelled: terminated during trials" in text, "the log says why"
