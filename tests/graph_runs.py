@@ -17,12 +17,17 @@ def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str) ->
 
 
 def run_job(targets: Path, partition: str, host, store, assets: tuple[str, ...],
-            job: str = "optimize_job") -> tuple[dg.ExecuteInProcessResult, dict[str, dict]]:
-    """Run `job` for one partition on a fresh instance; (result, asset -> metadata) for `assets`."""
+            job: str = "optimize_job", until: tuple[str, ...] | None = None,
+            ) -> tuple[dg.ExecuteInProcessResult, dict[str, dict]]:
+    """Run `job` for one partition on a fresh instance; (result, asset -> metadata) for `assets`.
+
+    `until`: only these assets of the job (a run stopped after its trials skips the validation's launches).
+    """
     defs = build_defs(targets, host=host, store=store)
+    selection = [dg.AssetKey(name) for name in until] if until else None
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def(job).execute_in_process(partition_key=partition, instance=instance,
-                                                               raise_on_error=False)
+                                                               raise_on_error=False, asset_selection=selection)
         assert result.success, [e.message for e in result.all_events if e.is_failure][:3]
         return result, {asset: latest_metadata(instance, asset, partition) for asset in assets}
 

@@ -39,7 +39,9 @@ def test_a_validated_keeper_is_tried_first_by_the_next_target_of_its_class(tmp_p
         "provider": "openai", "model": "scripted-model", "max_rounds": 1})))
     with ScriptedLlm({"proposer": [json.dumps({"proposals": []})], "critic": [APPROVE]}) as llm:
         llm.point_sdk(monkeypatch, "openai")
-        second, meta = run_job(targets, "second", host, store, ("candidates",))
+        # Up to its trials: the recipe's trial is what this asks of the second target.
+        second, meta = run_job(targets, "second", host, store, ("candidates",),
+                               until=("baseline", "roofline", "profile", "candidates", "trials"))
     assert meta["candidates"]["recipes"] == 1
     plan = [row.data["name"] for row in meta["candidates"]["plan"].records]
     assert plan[0] == f"recipe: {kept.name}", "the class's recipe leads the plan"
