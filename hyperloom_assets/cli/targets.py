@@ -14,11 +14,10 @@ from pathlib import Path
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
 from hyperloom_assets.core.config.targets import Target, TargetProblem, load_targets, targets_dir
-from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost
-from hyperloom_assets.resources.hosts.space_check import space_problems
+from hyperloom_assets.resources.hosts.space_check import spaces_problems
 from hyperloom_assets.resources.store.results import ResultStore
 
 
@@ -40,15 +39,11 @@ def parser_problems(folder: Path, good: dict[str, Target]) -> list[TargetProblem
         return []
     fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=TargetCatalog(folder=str(folder)),
                       store=ResultStore())
-    problems = []
-    for name, target in spaced.items():
-        file = str(folder / f"{name}.yaml")
-        try:
-            problems += space_problems(target, fleet.host(target.host), file)
-        except (ServerError, ValueError, RuntimeError, OSError) as error:
-            problems.append(TargetProblem(file=file, field="search_space.args", expected=(
-                f"flags the {target.engine} parser on host {target.host!r} takes; it could not be asked: {error}")))
-    return problems
+    asked = [(target, fleet.host(target.host), str(folder / f"{name}.yaml")) for name, target in spaced.items()]
+    found = spaces_problems(asked, unasked=lambda target, file, error: [TargetProblem(
+        file=file, field="search_space.args",
+        expected=f"flags the {target.engine} parser on host {target.host!r} takes; it could not be asked: {error}")])
+    return [problem for problems in found for problem in problems]
 
 
 def main(argv: list[str]) -> int:

@@ -9,16 +9,20 @@ by `hyperloom targets check` and by the baseline before its first launch.
 from __future__ import annotations
 
 import difflib
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.engines import engine_for
-from hyperloom_assets.core.measurement.serving import ServerSpec
+from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.core.planning.variants import setting_key
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.proposal_checks import checks_request
 
 FIELD = "search_space.args"
+PROBE_ERRORS = (ServerError, ValueError, RuntimeError, OSError)  # a host that could not be asked
+Unasked = Callable[[Target, str, Exception], list[TargetProblem]]
 
 
 def space_problems(target: Target, host: Host, file: str, python: Path | None = None) -> list[TargetProblem]:
@@ -26,15 +30,47 @@ def space_problems(target: Target, host: Host, file: str, python: Path | None = 
 
     `python`: the interpreter that will serve (a release run's); default the host's for the engine.
     """
-    space = target.search_space
-    if space is None or not space.args:
-        return []
-    spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, python=python)
-    python = str(host.python_executable(spec))
-    argvs = space.argvs()
-    reply = host.proposal_checks(checks_request(engine_for(target.engine), target.server_args, python, argvs))
-    probe = reply["probe"]
-    where = f"the {target.engine} parser of host {target.host!r} ({python})"
+    return spaces_problems([(target, host, file)], python)[0]
+
+
+def spaces_problems(asked: list[tuple[Target, Host, str]], python: Path | None = None,
+                    unasked: Unasked | None = None) -> list[list[TargetProblem]]:
+    """space_problems of each (target, host, file), in order, with one probe per host and parser:
+    a probe imports the engine in the serving interpreter, seconds each, and a folder's targets
+    mostly share a host and an engine. A probe that raises raises, unless `unasked` says what
+    each of its targets gets instead."""
+    groups: dict[tuple[str, str], tuple[Host, dict, list[int]]] = {}
+    argvs_of: dict[int, list[list[str]]] = {}
+    for index, (target, host, _) in enumerate(asked):
+        space = target.search_space
+        if space is None or not space.args:
+            continue
+        spec = ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, python=python)
+        request = checks_request(engine_for(target.engine), target.server_args, str(host.python_executable(spec)), [])
+        argvs_of[index] = space.argvs()
+        key = (host.name, json.dumps(request, sort_keys=True))
+        groups.setdefault(key, (host, request, []))[2].append(index)
+    problems: list[list[TargetProblem]] = [[] for _ in asked]
+    for host, request, members in groups.values():
+        argvs = [argv for index in members for argv in argvs_of[index]]
+        try:
+            probe = host.proposal_checks({**request, "probe": {**request["probe"], "argvs": argvs}})["probe"]
+        except PROBE_ERRORS as error:
+            if unasked is None:
+                raise
+            for index in members:
+                problems[index] = unasked(asked[index][0], asked[index][2], error)
+            continue
+        errors = iter(probe.get("errors") or [])
+        for index in members:
+            target, _, file = asked[index]
+            where = f"the {target.engine} parser of host {target.host!r} ({request['python']})"
+            own = [next(errors, None) for _ in argvs_of[index]]
+            problems[index] = _verdict(file, where, argvs_of[index], {**probe, "errors": own})
+    return problems
+
+
+def _verdict(file: str, where: str, argvs: list[list[str]], probe: dict) -> list[TargetProblem]:
     if probe.get("parser_error"):
         return [TargetProblem(file=file, field=FIELD, expected=f"flags {where} takes, but it could not be built "
                                                                 f"there: {probe['parser_error']}")]

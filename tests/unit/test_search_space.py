@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from hyperloom_assets.cli.targets import parser_problems
 from hyperloom_assets.core.config.search_space import SearchSpace
-from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.config.targets import Workload, load_targets
 from hyperloom_assets.core.planning.planner import PlanEvidence, plan
 from hyperloom_assets.core.planning.search_space import with_search_space
 from hyperloom_assets.core.planning.seed_grids import load_grids
+from hyperloom_assets.resources.hosts.local import LocalHost
+from tests.conftest import SIM_MODEL
 from tests.unit.test_targets import GOOD, problems_for, repo  # noqa: F401 (repo is a fixture)
 
 BAD = "bad.yaml"
@@ -97,3 +101,22 @@ def test_targets_check_puts_the_space_to_vllms_own_parser(repo: Path) -> None:  
     assert "no --max-num-seq (did you mean --max-num-seqs?)" in problems["search_space.args.--max-num-seq"]
     assert "--kv-cache-dtype fp9 is refused" in problems["search_space.args.--kv-cache-dtype"]
     assert {p["file"] for p in found["problems"]} == {str(repo / "targets" / BAD)}
+
+
+def test_a_folders_spaces_are_put_to_each_hosts_parser_once(tmp_path, monkeypatch) -> None:
+    # Each probe imports the engine in the serving interpreter: seconds per target, were it one each.
+    folder = tmp_path / "targets"
+    folder.mkdir()
+    for name, flag in (("a", "--max-num-seqs"), ("b", "--max-num-seqz"), ("c", "--max-num-batched-tokens")):
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump({
+            "engine": "sim", "model": str(SIM_MODEL), "server_args": ["--gpu", "H100"],
+            "workload": {"kind": "random", "isl": 64, "osl": 8, "concurrency": 4},
+            "search_space": {"args": {flag: [64]}, "only": True}}))
+    good, _ = load_targets(folder)
+    asked: list[dict] = []
+    probe = LocalHost.proposal_checks
+    monkeypatch.setattr(LocalHost, "proposal_checks", lambda self, request: asked.append(request) or probe(self, request))
+    problems = parser_problems(folder, good)
+    assert len(asked) == 1 and len(asked[0]["probe"]["argvs"]) == 3, asked
+    assert [(p.file, p.field) for p in problems] == [(str(folder / "b.yaml"), "search_space.args.--max-num-seqz")], \
+        "each target gets its own argvs' verdicts back"
