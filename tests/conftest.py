@@ -24,9 +24,10 @@ from hyperloom_assets.resources.store.results import ResultStore
 
 REPO = Path(__file__).resolve().parent.parent
 SIM_MODEL = REPO / "models" / "llama-3-8b"
-# vLLM CPU's env for the tiny model, with the engine core in its API server's process (vLLM's
-# own VLLM_ENABLE_V1_MULTIPROCESSING=0): one process fewer imports vLLM, so a launch is
-# ready sooner, which counts for every launch of the real-engine tier. The tests whose point is vLLM's
+# vLLM CPU's env for the tiny model, with the model worker in its engine core's process (vLLM's
+# own VLLM_ENABLE_V1_MULTIPROCESSING=0; the API server still spawns the engine core): one
+# process fewer imports vLLM, so a launch is ready sooner, which counts for every launch of
+# the real-engine tier. The tests whose point is vLLM's
 # default process layout, its threads, metrics page or profiler keep the default:
 # test_server_lifecycle, test_vllm_default_layout, test_profile_vllm.
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
