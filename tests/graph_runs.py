@@ -17,14 +17,14 @@ def latest_metadata(instance: dg.DagsterInstance, asset: str, partition: str) ->
 
 
 def run_job(targets: Path, partition: str, host, store, assets: tuple[str, ...],
-            job: str = "optimize_job", until: tuple[str, ...] | None = None,
+            job: str = "optimize_job", only: tuple[str, ...] | None = None,
             ) -> tuple[dg.ExecuteInProcessResult, dict[str, dict]]:
     """Run `job` for one partition on a fresh instance; (result, asset -> metadata) for `assets`.
 
-    `until`: only these assets of the job (a run stopped after its trials skips the validation's launches).
+    `only`: these assets of the job alone (a run stopped after its trials skips the validation's launches).
     """
     defs = build_defs(targets, host=host, store=store)
-    selection = [dg.AssetKey(name) for name in until] if until else None
+    selection = [dg.AssetKey(name) for name in only] if only else None
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def(job).execute_in_process(partition_key=partition, instance=instance,
                                                                raise_on_error=False, asset_selection=selection)

@@ -40,9 +40,7 @@ def parser_problems(folder: Path, good: dict[str, Target]) -> list[TargetProblem
     fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=TargetCatalog(folder=str(folder)),
                       store=ResultStore())
     asked = [(target, fleet.host(target.host), str(folder / f"{name}.yaml")) for name, target in spaced.items()]
-    found = spaces_problems(asked, unasked=lambda target, file, error: [TargetProblem(
-        file=file, field="search_space.args",
-        expected=f"flags the {target.engine} parser on host {target.host!r} takes; it could not be asked: {error}")])
+    found = spaces_problems(asked, unasked_is_a_problem=True)
     return [problem for problems in found for problem in problems]
 
 

@@ -3,8 +3,8 @@
 The client runs inside whatever process measures: a `dagster job execute` run, a daemon's
 run worker, a test session. Such a process holds hundreds of thousands of tracked objects
 and a full collection of them takes a large part of a second on a small machine. One that
-falls inside a round stops the event loop that long:
-every stream in flight reads the pause as the server's TTFT or inter-token latency.
+falls inside a round stops the event loop that long, and every stream in flight reads the
+pause as the server's TTFT or inter-token latency.
 `gc.freeze()` moves the existing heap to the permanent generation, so the collections a
 round triggers walk only the objects made since; it is thawed when the measurement ends.
 """

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 from hyperloom_assets.core.config.targets import Target, TargetProblem
@@ -22,7 +21,6 @@ from hyperloom_assets.resources.hosts.proposal_checks import checks_request
 
 FIELD = "search_space.args"
 PROBE_ERRORS = (ServerError, ValueError, RuntimeError, OSError)  # a host that could not be asked
-Unasked = Callable[[Target, str, Exception], list[TargetProblem]]
 
 
 def space_problems(target: Target, host: Host, file: str, python: Path | None = None) -> list[TargetProblem]:
@@ -34,11 +32,11 @@ def space_problems(target: Target, host: Host, file: str, python: Path | None = 
 
 
 def spaces_problems(asked: list[tuple[Target, Host, str]], python: Path | None = None,
-                    unasked: Unasked | None = None) -> list[list[TargetProblem]]:
+                    unasked_is_a_problem: bool = False) -> list[list[TargetProblem]]:
     """space_problems of each (target, host, file), in order, with one probe per host and parser:
     a probe imports the engine in the serving interpreter, seconds each, and a folder's targets
-    mostly share a host and an engine. A probe that raises raises, unless `unasked` says what
-    each of its targets gets instead."""
+    mostly share a host and an engine. A probe that raises raises, unless `unasked_is_a_problem`:
+    then each of its targets gets that as its problem."""
     groups: dict[tuple[str, str], tuple[Host, dict, list[int]]] = {}
     argvs_of: dict[int, list[list[str]]] = {}
     for index, (target, host, _) in enumerate(asked):
@@ -56,10 +54,12 @@ def spaces_problems(asked: list[tuple[Target, Host, str]], python: Path | None =
         try:
             probe = host.proposal_checks({**request, "probe": {**request["probe"], "argvs": argvs}})["probe"]
         except PROBE_ERRORS as error:
-            if unasked is None:
+            if not unasked_is_a_problem:
                 raise
             for index in members:
-                problems[index] = unasked(asked[index][0], asked[index][2], error)
+                target, _, file = asked[index]
+                problems[index] = [TargetProblem(file=file, field=FIELD, expected=(
+                    f"flags the {target.engine} parser on host {target.host!r} takes; it could not be asked: {error}"))]
             continue
         errors = iter(probe.get("errors") or [])
         for index in members:

@@ -41,7 +41,7 @@ def test_a_validated_keeper_is_tried_first_by_the_next_target_of_its_class(tmp_p
         llm.point_sdk(monkeypatch, "openai")
         # Up to its trials: the recipe's trial is what this asks of the second target.
         second, meta = run_job(targets, "second", host, store, ("candidates",),
-                               until=("baseline", "roofline", "profile", "candidates", "trials"))
+                               only=("baseline", "roofline", "profile", "candidates", "trials"))
     assert meta["candidates"]["recipes"] == 1
     plan = [row.data["name"] for row in meta["candidates"]["plan"].records]
     assert plan[0] == f"recipe: {kept.name}", "the class's recipe leads the plan"
