@@ -43,7 +43,8 @@ def within_target(row: dict) -> bool:
 def predict_case(calibration_set: CalibrationSet, case: Case, parameters: SimCalibration = DEFAULT_CALIBRATION) -> float:
     """Simulated seconds for the case's batch, its checkpoint's weight dtype on the folder's architecture."""
     return fixed_batch_latency(case.sim_shape(), case.gpu, calibration_set.sim_engine_args(case), case.batch,
-                               case.input_len, case.output_len, tp=case.tp, calibration=parameters)
+                               case.input_len, case.output_len, tp=case.tp, calibration=parameters,
+                               engine_version=calibration_set.engine_version(case))
 
 
 def row(calibration_set: CalibrationSet, case: Case, profile: CalibrationProfile | None) -> dict:

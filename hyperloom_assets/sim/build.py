@@ -23,17 +23,20 @@ from hyperloom_assets.sim.perf_model import (
     activation_peak_bytes,
     kv_capacity_tokens,
 )
+from hyperloom_assets.sim.physics import engine_overhead
 from hyperloom_assets.sim.scheduler import SimEngine, StepNoise
 
 
 def perf_model_for(shape: ModelShape, gpu: GpuSpec, config: EngineConfig, tp: int,
-                   calibration: SimCalibration = DEFAULT_CALIBRATION) -> PerfModel:
+                   calibration: SimCalibration = DEFAULT_CALIBRATION, engine_version: str | None = None) -> PerfModel:
+    """The perf model of this engine; `engine_version` picks physics.py's CPU-overhead row (the newest by default)."""
     vllm = config.flavor == "vllm"
     return PerfModel(
         shape=shape, gpu=gpu, tp=tp, kv_bytes_per_elem=kv_elem_bytes(config, shape.activation_bytes),
         block_size=config.block_size, cuda_graphs=config.cuda_graphs,
         graph_max_tokens=GRAPH_MAX_TOKENS_VLLM if vllm else (config.graph_max_batch or 0),
         graph_decode_only=not vllm, cpu_overhead_hidden=config.cpu_overhead_hidden, calibration=calibration,
+        engine=engine_overhead(config.flavor, engine_version),
     )
 
 
@@ -62,20 +65,21 @@ def kv_pool_tokens(model: PerfModel, config: EngineConfig) -> int:
 
 def build_engine(model_dir: Path, gpu: GpuSpec, config: EngineConfig, tp: int = 1, seed: int = 0,
                  noise_pct: float = 0.0, record_steps: bool = True,
-                 calibration: SimCalibration = DEFAULT_CALIBRATION) -> SimEngine:
+                 calibration: SimCalibration = DEFAULT_CALIBRATION, engine_version: str | None = None) -> SimEngine:
     """A ready engine, or SimConfigError saying why the real engine would refuse to start."""
-    return engine_for_shape(load_shape(model_dir), gpu, config, tp, seed, noise_pct, record_steps, calibration)
+    return engine_for_shape(load_shape(model_dir), gpu, config, tp, seed, noise_pct, record_steps, calibration,
+                            engine_version)
 
 
 def engine_for_shape(shape: ModelShape, gpu: GpuSpec, config: EngineConfig, tp: int = 1, seed: int = 0,
                      noise_pct: float = 0.0, record_steps: bool = True,
-                     calibration: SimCalibration = DEFAULT_CALIBRATION) -> SimEngine:
+                     calibration: SimCalibration = DEFAULT_CALIBRATION, engine_version: str | None = None) -> SimEngine:
     """build_engine for a shape already in hand (a checkpoint's config with its weight dtype overridden)."""
     if tp < 1:
         raise SimConfigError(f"tensor parallel size must be at least 1, got {tp}")
     max_model_len = config.max_model_len or shape.max_position_embeddings
     _check_budget(config, max_model_len)
-    model = perf_model_for(shape, gpu, config, tp, calibration)
+    model = perf_model_for(shape, gpu, config, tp, calibration, engine_version)
     kv_tokens = kv_pool_tokens(model, config)
     if kv_tokens < max_model_len:
         need = max_model_len * model.kv_bytes_per_token / GB

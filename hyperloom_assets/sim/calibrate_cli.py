@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", type=Path, default=None, metavar="DIR",
                    help="with --results: the model folder (config.json) the results served")
     p.add_argument("--tp", type=int, default=1, help="with --results: the tensor-parallel size they ran at (default 1)")
+    p.add_argument("--engine-version", default=None, metavar="X.Y.Z",
+                   help="with --results or --store-target: the engine's version, which picks its CPU overhead "
+                        "(sim/physics.py; default: the newest row)")
     p.add_argument("--engine-args", default="", metavar="ARGS",
                    help="with --results: the server's engine args, one shell-quoted string (default: none)")
     p.add_argument("--store-target", default=None, metavar="NAME",
@@ -74,7 +77,8 @@ def _published_cases(args: argparse.Namespace, gpu: str) -> list:
     cases = []
     for case in calibration.predictable(gpu):
         model, steps = fixed_batch_schedule(case.sim_shape(), case.gpu, calibration.sim_engine_args(case), case.batch,
-                                            case.input_len, case.output_len, tp=case.tp)
+                                            case.input_len, case.output_len, tp=case.tp,
+                                            engine_version=calibration.engine_version(case))
         cases.append(fit_case(case.id, case.seconds, model, steps))
     return cases
 
@@ -85,7 +89,8 @@ def _closed_loop_case(case, shape, gpu: str, engine_args: list[str], args: argpa
     from hyperloom_assets.sim.predict import closed_loop_schedule
 
     model, steps = closed_loop_schedule(shape, gpu, engine_args, case.concurrency, case.prompts, case.input_len,
-                                        case.output_len, flavor=args.engine, tp=args.tp)
+                                        case.output_len, flavor=args.engine, tp=args.tp,
+                                        engine_version=args.engine_version)
     return fit_case(case.id, case.measured_s, model, steps)
 
 

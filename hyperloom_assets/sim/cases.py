@@ -36,6 +36,7 @@ class Source(Frozen):
     build: str | None = None
     where: str = Field(min_length=1)
     engine: str = Field(min_length=1)
+    engine_version: str | None  # picks the engine's CPU overhead (sim/physics.py); None: unknown, the newest row
     hardware: str = Field(min_length=1)
     command: str = Field(min_length=1)
     substitution: str = Field(min_length=1)
@@ -124,6 +125,9 @@ class CalibrationSet(Frozen):
     def sim_engine_args(self, case: Case) -> list[str]:
         """The sim's engine args for the case: its source's, and the case's KV dtype."""
         return [*self.source_of(case).sim_engine_args, "--kv-cache-dtype", case.kv_cache_dtype]
+
+    def engine_version(self, case: Case) -> str | None:
+        return self.source_of(case).engine_version
 
     def predictable(self, gpu: str | None = None) -> list[Case]:
         """Cases with a model folder here, on `gpu` when given."""

@@ -54,6 +54,12 @@ def _parse(argv: list[str], prog: str, serving: bool) -> tuple[argparse.Namespac
         parser.error(f"argument --gpu: {exc.args[0]}")
     if args.time_scale <= 0:
         parser.error("argument --time-scale: must be positive")
+    if args.engine_version is not None:
+        from hyperloom_assets.sim.physics import parse_version
+        try:
+            parse_version(args.engine_version)
+        except ValueError as exc:
+            parser.error(f"argument --engine-version: {exc}")
     args.calibration_named = args.calibration  # what --calibration said; the parameters replace it
     args.calibration = _calibration(parser, args, flavor)
     return args, flavor
@@ -115,7 +121,7 @@ def serve_main(argv: list[str]) -> int:
         return _fail(f"ValueError: no config.json in model folder {model_dir}")
     try:
         engine = build_engine(model_dir, gpu, config, tp=args.tp, seed=args.seed, noise_pct=args.noise_pct,
-                              record_steps=False, calibration=args.calibration)
+                              record_steps=False, calibration=args.calibration, engine_version=args.engine_version)
     except SimConfigError as exc:
         return _fail(f"ValueError: {exc}")
     engine.noise = LaunchOffset(engine.noise, scripted.speed)
@@ -186,7 +192,7 @@ def predict_main(argv: list[str]) -> int:
     try:
         measurement = predict(_model_dir(args, flavor), args.gpu, engine_argv, workload, flavor=flavor, tp=args.tp,
                               seed=args.seed, noise_pct=args.noise_pct, repeats=args.repeats, warmups=args.warmups,
-                              calibration=args.calibration)
+                              calibration=args.calibration, engine_version=args.engine_version)
     except SimConfigError as exc:
         return _fail(f"ValueError: {exc}")
     print(json.dumps(measurement.flat(), indent=1))

@@ -23,6 +23,7 @@ _HARNESS_FLAGS: dict[str, bool] = {
     "--gpu": True, "--time-scale": True, "--noise-pct": True, "--seed": True, "--flavor": True,
     "--tp": True, "--port": True, "--host": True, "--stream-interval-ms": True, "--alter-outputs-with": True,
     "--fault": True, "--fault-after-requests": True, "--profile-dir": True, "--calibration": True,
+    "--engine-version": True,
 }
 # A server that misbehaves once it has served --fault-after-requests requests (sim/faults.py).
 FAULTS = ("exit", "stall", "http-500", "malformed-chunk", "drop-connection")
@@ -225,6 +226,9 @@ def add_harness_args(parser: argparse.ArgumentParser, serving: bool, flavor: str
                              "parameters for --gpu. A file; a packaged profile by name (mi300x-vllm) or by its "
                              "GPU; or auto, the packaged profile for --gpu and the flavor where there is one "
                              "(default: the constants of sim/perf_model.py)")
+    parser.add_argument("--engine-version", default=None, metavar="X.Y.Z",
+                        help="the version of the engine the flavor mimics, which picks its CPU overhead per step "
+                             "(sim/physics.py; default: the newest row, vLLM V1)")
 
 
 def add_engine_args(parser: argparse.ArgumentParser, flavor: str) -> None:

@@ -3,9 +3,9 @@
 Pure code. A step is one forward pass over a batch that mixes decode tokens (one per
 running sequence) and prefill chunks (new prompt tokens). Its time is
 
-    max(bytes moved / (bandwidth x BW_EFFICIENCY),
-        FLOPs / (peak x COMPUTE_EFFICIENCY x small_batch_factor))
-    + per-step overhead + tensor-parallel all-reduce time,
+    max(bytes moved / (bandwidth x bw_efficiency),
+        FLOPs / (peak x GEMM efficiency at the step's token count))
+    + per-sequence attention work + per-step overhead + tensor-parallel all-reduce time,
 
 times seeded noise (scheduler.StepNoise). Every number comes from the model's
 `config.json` (hyperloom_assets/core/roofline/model_shape.py) and the GPU table (hyperloom_assets/core/roofline/gpus.py).
@@ -19,30 +19,39 @@ Bytes per step (per GPU, divided by the TP degree):
 
 FLOPs per step: 2 per active weight per token plus attention over the context.
 
-Efficiency factors (documented guesses, tuned to public H100 numbers: Llama-3-8B bf16
-decodes at ~150-160 tok/s at batch 1 with CUDA graphs, ~75-80% of the bandwidth bound):
-- BW_EFFICIENCY 0.80: achievable HBM bandwidth in decode GEMVs and paged attention.
-- COMPUTE_EFFICIENCY 0.60: large-GEMM MFU in prefill; a step of m tokens reaches
-  m / (m + SMALL_BATCH_TOKENS) of it (tensor cores idle on thin matrices).
+Costs (perf_model's constants and physics.py's tables, each scaled by the calibration):
+- Memory-bound: achievable HBM bandwidth is BW_EFFICIENCY (0.80) of the datasheet's in decode
+  GEMVs and paged attention (tuned to public H100 numbers: Llama-3-8B bf16 decodes at
+  ~150-160 tok/s at batch 1 with CUDA graphs, ~75-80% of the bandwidth bound).
+- Compute-bound: a GEMM of m tokens reaches `large_fraction x m / (m + half_tokens)` of the
+  dense peak, from physics.py's table for the GPU and the weights' dtype, times
+  `compute_scale`.
 - Block size: paged attention is tuned for 16-token blocks; 8 reads KV at 90%
   efficiency, 64 and 128 at 98% and 96% (their cost is mostly fragmentation and coarser
   prefix hits, modelled in kv_cache.py).
+- Attention by context: `attention_seq_layer_s` per decode sequence per layer on top of its
+  KV bytes (the kernel's fixed work per sequence), so a short context reads its KV at a
+  lower effective bandwidth than a long one. Zero until a profile says otherwise.
 
 Overheads:
-- STEP_CPU_S: scheduling, sampling and detokenizing every step (SGLang's overlap
-  scheduler hides it unless `--disable-overlap-schedule`); SAMPLING_SHARE of it is
-  sampling (a documented guess; it only splits the profile's account, never the time).
-- LAUNCH_PER_LAYER_S: kernel launches of an eager step, per layer. CUDA graphs remove
-  it for steps they cover (vLLM: steps of up to GRAPH_MAX_TOKENS_VLLM tokens, piecewise
-  graphs cover mixed batches; SGLang: decode-only steps up to `--cuda-graph-max-bs-decode`; ATOM: up to its largest capture size).
+- The engine's CPU work per step (scheduling, sampling, output processing), from physics.py's
+  row for the engine and its version (`--engine-version`; the newest row by default): a cost
+  per step plus one per decode sequence, times `cpu_scale` (the host's CPU against the
+  row's). SGLang's overlap scheduler and vLLM's `--async-scheduling` hide it. SAMPLING_SHARE
+  of it is sampling (a documented guess; it only splits the profile's account, never the time).
+- Kernel launches of an eager step: the engine row's `launch_per_layer_s` per layer (times
+  `cpu_scale`). CUDA graphs remove it for steps they cover (vLLM: steps of up to
+  GRAPH_MAX_TOKENS_VLLM tokens, piecewise graphs cover mixed batches; SGLang: decode-only steps
+  up to `--cuda-graph-max-bs-decode`; ATOM: up to its largest capture size).
   `--enforce-eager` (vLLM) and `--disable-cuda-graph` (SGLang) turn graphs off.
 - LAYER_FIXED_S: per layer, on every step, graphs or not: the small kernels (norms, RoPE,
-  activation quantisation) that neither bandwidth nor FLOPs account for. Zero until a
-  calibration profile says otherwise.
-- TP: two all-reduces per layer, each ALLREDUCE_LATENCY_S plus a ring transfer over
-  NVLINK_GBPS.
+  activation quantisation) and the fixed cost of each weight-reading kernel on a small shard,
+  that neither bandwidth nor FLOPs account for. Zero until a calibration profile says otherwise.
+- TP: two all-reduces per layer of the step's activations (tokens x hidden x 2 bytes), each
+  timed by physics.py's measured table for the GPU's interconnect at the nearest measured TP
+  size, times `allreduce_scale`.
 
-These constants are the defaults of `SimCalibration`; a calibration profile
+These scales and costs are the fields of `SimCalibration`; a calibration profile
 (calibration.py, `--calibration FILE`) replaces them with values fitted to measurements.
 
 The profile (`step_breakdown`) splits the same time: the bound term between GEMMs and
@@ -65,17 +74,13 @@ from pydantic import Field
 from hyperloom_assets.core.models import Frozen
 from hyperloom_assets.core.roofline.gpus import GpuSpec
 from hyperloom_assets.core.roofline.model_shape import ModelShape
+from hyperloom_assets.sim.physics import EngineOverhead, engine_overhead, gpu_physics
 
 BW_EFFICIENCY = 0.80
-COMPUTE_EFFICIENCY = 0.60
-SMALL_BATCH_TOKENS = 64
-STEP_CPU_S = 0.4e-3
 SAMPLING_SHARE = 0.25
-LAUNCH_PER_LAYER_S = 80e-6
 GRAPH_MAX_TOKENS_VLLM = 512
-ALLREDUCE_LATENCY_S = 8e-6
-NVLINK_GBPS = 300.0
 LAYER_FIXED_S = 0.0
+ACTIVATION_BYTES = 2.0  # the all-reduced activations are 16-bit whatever the weights' dtype
 ACTIVATION_BASE_BYTES = 1.0e9
 CUDA_GRAPH_POOL_BYTES = 0.5e9
 BLOCK_SIZE_KV_EFFICIENCY = {1: 0.95, 8: 0.90, 16: 1.0, 32: 1.0, 64: 0.98, 128: 0.96}
@@ -87,27 +92,25 @@ class SimConfigError(ValueError):
 
 
 class SimCalibration(Frozen):
-    """The efficiency parameters of the model, each in a physical unit; the defaults are the constants above."""
+    """The model's efficiency parameters and the scales on physics.py's tables, each in a physical
+    unit; the defaults are perf_model's constants and the tables as they stand."""
 
     bw_efficiency: float = Field(BW_EFFICIENCY, gt=0, le=1, description=(
         "fraction: achievable share of the datasheet HBM bandwidth in weight-reading GEMVs and paged attention"))
-    compute_efficiency: float = Field(COMPUTE_EFFICIENCY, gt=0, le=1, description=(
-        "fraction: share of dense peak FLOPs a large GEMM reaches (prefill, large batches)"))
-    small_batch_tokens: float = Field(SMALL_BATCH_TOKENS, ge=0, description=(
-        "tokens: a step of m tokens reaches m / (m + this) of compute_efficiency (thin matrices idle tensor cores)"))
-    step_cpu_s: float = Field(STEP_CPU_S, ge=0, description=(
-        "seconds per step: the engine's CPU work (scheduling, sampling, detokenizing) unless overlapped"))
-    launch_per_layer_s: float = Field(LAUNCH_PER_LAYER_S, ge=0, description=(
-        "seconds per layer per step: kernel launches of a step no CUDA/HIP graph covers"))
+    compute_scale: float = Field(1.0, gt=0, le=2, description=(
+        "ratio: the GEMM efficiency of physics.py's table for the GPU and dtype times this"))
     layer_fixed_s: float = Field(LAYER_FIXED_S, ge=0, description=(
         "seconds per layer per step, graphs or not: small kernels (norms, RoPE, activation quantisation)"))
-    allreduce_latency_s: float = Field(ALLREDUCE_LATENCY_S, ge=0, description=(
-        "seconds per all-reduce call (two per layer under tensor parallelism), whatever its payload"))
-    allreduce_gbps: float = Field(NVLINK_GBPS, gt=0, description=(
-        "GB/s: bus bandwidth of the all-reduce's ring transfer between the TP ranks"))
+    attention_seq_layer_s: float = Field(0.0, ge=0, description=(
+        "seconds per decode sequence per layer: the attention kernel's fixed work per sequence beyond its KV bytes"))
+    allreduce_scale: float = Field(1.0, gt=0, description=(
+        "ratio: the all-reduce times of physics.py's measured table for the GPU's interconnect times this"))
+    cpu_scale: float = Field(1.0, gt=0, description=(
+        "ratio: the engine version's CPU work per step and kernel launches (physics.py) times this"))
 
 
 DEFAULT_CALIBRATION = SimCalibration()
+NEWEST_VLLM = engine_overhead("vllm")
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ class PerfModel:
     graph_decode_only: bool  # SGLang captures decode batches only
     cpu_overhead_hidden: bool
     calibration: SimCalibration = field(default=DEFAULT_CALIBRATION)
+    engine: EngineOverhead = field(default=NEWEST_VLLM)  # physics.py's row for the engine and its version
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -146,22 +150,27 @@ class PerfModel:
         tflops = self.gpu.fp8_tflops if self.shape.weight_bytes_per_param == 1 else self.gpu.bf16_tflops
         return tflops * 1e12
 
-    def _overhead(self, step: StepShape) -> float:
+    def _gemm_fraction(self, tokens: int) -> float:
+        gemm = gpu_physics(self.gpu.name).gemm_for(self.shape.weight_bytes_per_param)
+        return min(1.0, gemm.fraction(tokens) * self.calibration.compute_scale)
+
+    def _launch(self, step: StepShape) -> float:
         tokens = step.decode_seqs + step.prefill_tokens
         covered = self.cuda_graphs and tokens <= self.graph_max_tokens
         if self.graph_decode_only and step.prefill_tokens:
             covered = False
-        launch = 0.0 if covered else self.calibration.launch_per_layer_s * self.shape.layers
-        return launch + self.calibration.layer_fixed_s * self.shape.layers + self._cpu()
+        return 0.0 if covered else self.engine.launch_per_layer_s * self.calibration.cpu_scale * self.shape.layers
 
-    def _cpu(self) -> float:
-        return 0.0 if self.cpu_overhead_hidden else self.calibration.step_cpu_s
+    def _cpu(self, step: StepShape) -> float:
+        if self.cpu_overhead_hidden:
+            return 0.0
+        return (self.engine.step_cpu_s + self.engine.per_seq_cpu_s * step.decode_seqs) * self.calibration.cpu_scale
 
     def _allreduce(self, tokens: int) -> float:
         if self.tp <= 1:
             return 0.0
-        payload = tokens * self.shape.hidden * 2.0 * 2 * (self.tp - 1) / self.tp
-        per_call = self.calibration.allreduce_latency_s + payload / (self.calibration.allreduce_gbps * GB)
+        message = tokens * self.shape.hidden * ACTIVATION_BYTES
+        per_call = gpu_physics(self.gpu.name).allreduce.seconds(self.tp, message) * self.calibration.allreduce_scale
         return 2 * self.shape.layers * per_call
 
     def step_time(self, step: StepShape) -> float:
@@ -173,25 +182,26 @@ class PerfModel:
         tokens = step.decode_seqs + step.prefill_tokens
         if tokens <= 0:
             return {}
+        cal = self.calibration
         kv_eff = BLOCK_SIZE_KV_EFFICIENCY.get(self.block_size, 1.0)
         kv_tokens = step.decode_context + step.prefill_kv_read
         weight_bytes = self.shape.decode_weight_bytes(tokens) / self.tp
         kv_bytes = (kv_tokens / kv_eff + tokens) * self.kv_bytes_per_token / self.tp
-        memory_s = (weight_bytes + kv_bytes) / (self.gpu.mem_bw_gbps * GB * self.calibration.bw_efficiency)
+        memory_s = (weight_bytes + kv_bytes) / (self.gpu.mem_bw_gbps * GB * cal.bw_efficiency)
         attention_flops = 4.0 * self.shape.layers * self.shape.heads * self.shape.head_dim * (
             step.decode_context + step.prefill_context) / self.tp
         linear_flops = 2.0 * self.shape.active_params * tokens / self.tp
-        cal = self.calibration
-        utilisation = cal.compute_efficiency * tokens / (tokens + cal.small_batch_tokens)
-        compute_s = (linear_flops + attention_flops) / (self._peak_flops() * utilisation)
+        compute_s = (linear_flops + attention_flops) / (self._peak_flops() * self._gemm_fraction(tokens))
         if memory_s >= compute_s:
             bound_s, gemm_part = memory_s, weight_bytes / (weight_bytes + kv_bytes)
         else:
             bound_s, gemm_part = compute_s, linear_flops / (linear_flops + attention_flops)
-        cpu_s = self._cpu()
-        return {"gemm": bound_s * gemm_part, "attention": bound_s * (1.0 - gemm_part),
+        per_sequence_s = cal.attention_seq_layer_s * step.decode_seqs * self.shape.layers
+        cpu_s = self._cpu(step)
+        return {"gemm": bound_s * gemm_part, "attention": bound_s * (1.0 - gemm_part) + per_sequence_s,
                 "sampling": cpu_s * SAMPLING_SHARE, "scheduling": cpu_s * (1.0 - SAMPLING_SHARE),
-                "kernel_launch": self._overhead(step) - cpu_s, "all_reduce": self._allreduce(tokens)}
+                "kernel_launch": self._launch(step) + cal.layer_fixed_s * self.shape.layers,
+                "all_reduce": self._allreduce(tokens)}
 
     def bandwidth_bound_decode_s(self, batch: int = 1, context: int = 0) -> float:
         """The physical floor of one decode step: every byte at full bandwidth, no overhead."""

@@ -155,7 +155,7 @@ def parse_engine_args(model_dir: Path, engine_args: list[str], flavor: str) -> A
 def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: Workload,
             num_prompts: int | None = None, flavor: str = "vllm", tp: int = 1, seed: int = 0,
             noise_pct: float = 0.0, repeats: int = 1, warmups: int | None = None,
-            calibration: SimCalibration = DEFAULT_CALIBRATION) -> Measurement:
+            calibration: SimCalibration = DEFAULT_CALIBRATION, engine_version: str | None = None) -> Measurement:
     """The Measurement `hyperloom bench` would report against `sim-serve` with these args, in simulated time.
 
     Raises SimArgError for args the engine's parser rejects and SimConfigError for a
@@ -165,7 +165,8 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
     spec = gpu_spec(gpu)
     args = parse_engine_args(model_dir, engine_args, flavor)
     config = resolve_config(args, flavor, spec.memory_gb)
-    engine = build_engine(model_dir, spec, config, tp=tp, seed=seed, noise_pct=noise_pct, calibration=calibration)
+    engine = build_engine(model_dir, spec, config, tp=tp, seed=seed, noise_pct=noise_pct, calibration=calibration,
+                          engine_version=engine_version)
     vocab = load_shape(model_dir).vocab
     warm_count = default_warmups(workload.concurrency) if warmups is None else warmups
     plans = [round_plan(workload, f"repeat-{i + 1}", vocab, num_prompts) for i in range(max(repeats, 1))]
@@ -189,20 +190,21 @@ def predict(model_dir: Path | str, gpu: str, engine_args: list[str], workload: W
 
 def fixed_batch_latency(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
                         output_len: int, flavor: str = "vllm", tp: int = 1, seed: int = 0,
-                        calibration: SimCalibration = DEFAULT_CALIBRATION) -> float:
+                        calibration: SimCalibration = DEFAULT_CALIBRATION, engine_version: str | None = None) -> float:
     """Simulated seconds for one batch of distinct prompts submitted together, run to completion.
 
     What vLLM's `benchmark_latency` times: `batch` random `input_len`-token prompts, each
     generating exactly `output_len` tokens (EOS ignored), from first step to last.
     """
-    engine = _fixed_batch_engine(shape, gpu, engine_args, batch, input_len, output_len, flavor, tp, seed, calibration)
+    engine = _fixed_batch_engine(shape, gpu, engine_args, batch, input_len, output_len, flavor, tp, seed, calibration,
+                                 engine_version)
     _run_fixed_batch(engine)
     return engine.now
 
 
 def fixed_batch_schedule(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
-                         output_len: int, flavor: str = "vllm", tp: int = 1,
-                         seed: int = 0) -> tuple[PerfModel, list[StepShape]]:
+                         output_len: int, flavor: str = "vllm", tp: int = 1, seed: int = 0,
+                         engine_version: str | None = None) -> tuple[PerfModel, list[StepShape]]:
     """The engine's perf model and the steps `fixed_batch_latency` runs, in order.
 
     With every prompt submitted at once and no noise, what the scheduler batches depends
@@ -210,20 +212,20 @@ def fixed_batch_schedule(shape: ModelShape, gpu: str, engine_args: list[str], ba
     calibration, so a fit times it again instead of rescheduling (calibrate.py).
     """
     engine = _fixed_batch_engine(shape, gpu, engine_args, batch, input_len, output_len, flavor, tp, seed,
-                                 DEFAULT_CALIBRATION)
+                                 DEFAULT_CALIBRATION, engine_version)
     return engine.model, _run_fixed_batch(engine)
 
 
 def closed_loop_schedule(shape: ModelShape, gpu: str, engine_args: list[str], concurrency: int, prompts: int,
                          input_len: int, output_len: int, flavor: str = "vllm", tp: int = 1,
-                         seed: int = 0) -> tuple[PerfModel, list[StepShape]]:
+                         seed: int = 0, engine_version: str | None = None) -> tuple[PerfModel, list[StepShape]]:
     """The perf model and the steps of `prompts` requests run `concurrency` at a time, the next
     sent the moment one finishes (a serving benchmark's `--max-concurrency` run, no client delay).
 
     With fixed lengths a request finishes a fixed number of steps after it joins and its
     successor joins at that step, so the schedule does not depend on step times either.
     """
-    engine = _bare_engine(shape, gpu, engine_args, flavor, tp, seed, DEFAULT_CALIBRATION)
+    engine = _bare_engine(shape, gpu, engine_args, flavor, tp, seed, DEFAULT_CALIBRATION, engine_version)
     send = _random_prompts(engine, shape, input_len, output_len, seed)
     for _ in range(min(concurrency, prompts)):
         send()
@@ -241,11 +243,11 @@ def closed_loop_schedule(shape: ModelShape, gpu: str, engine_args: list[str], co
 
 
 def _bare_engine(shape: ModelShape, gpu: str, engine_args: list[str], flavor: str, tp: int, seed: int,
-                 calibration: SimCalibration) -> SimEngine:
+                 calibration: SimCalibration, engine_version: str | None = None) -> SimEngine:
     spec = gpu_spec(gpu)
     args = parse_engine_args(Path("model"), engine_args, flavor)
     return engine_for_shape(shape, spec, resolve_config(args, flavor, spec.memory_gb), tp=tp, seed=seed,
-                            record_steps=False, calibration=calibration)
+                            record_steps=False, calibration=calibration, engine_version=engine_version)
 
 
 def _random_prompts(engine: SimEngine, shape: ModelShape, input_len: int, output_len: int,
@@ -261,8 +263,9 @@ def _random_prompts(engine: SimEngine, shape: ModelShape, input_len: int, output
 
 
 def _fixed_batch_engine(shape: ModelShape, gpu: str, engine_args: list[str], batch: int, input_len: int,
-                        output_len: int, flavor: str, tp: int, seed: int, calibration: SimCalibration) -> SimEngine:
-    engine = _bare_engine(shape, gpu, engine_args, flavor, tp, seed, calibration)
+                        output_len: int, flavor: str, tp: int, seed: int, calibration: SimCalibration,
+                        engine_version: str | None = None) -> SimEngine:
+    engine = _bare_engine(shape, gpu, engine_args, flavor, tp, seed, calibration, engine_version)
     send = _random_prompts(engine, shape, input_len, output_len, seed)
     for _ in range(batch):
         send()

@@ -23,7 +23,7 @@ from tests.unit.test_peer_results import PEERS
 from tests.unit.test_sim_calibration import LLAMA_8B
 
 # GEMVs further below the datasheet bandwidth, and GEMMs further below the peak, than the defaults.
-TRUTH = SimCalibration(bw_efficiency=0.62, compute_efficiency=0.35)
+TRUTH = SimCalibration(bw_efficiency=0.62, compute_scale=0.6)
 RUNS = [(concurrency, isl) for concurrency in (1, 16, 128) for isl in (128, 2048)]
 
 
@@ -66,10 +66,10 @@ def test_sim_calibrate_recovers_the_parameters_behind_noisy_serving_results(tmp_
         bench_serve_file(files[-1], concurrency, isl, rng.gauss(1.0, 0.02))
     out = tmp_path / "mine.yaml"
     assert calibrate_main(["--gpu", "H100", "--out", str(out), "--no-cases", "--results", *map(str, files),
-                           "--model", str(LLAMA_8B), "--fit", "bw_efficiency,compute_efficiency"]) == 0
+                           "--model", str(LLAMA_8B), "--fit", "bw_efficiency,compute_scale"]) == 0
     profile = load_profile(out)
     assert profile.parameters.bw_efficiency == pytest.approx(TRUTH.bw_efficiency, rel=0.05)
-    assert profile.parameters.compute_efficiency == pytest.approx(TRUTH.compute_efficiency, rel=0.05)
+    assert profile.parameters.compute_scale == pytest.approx(TRUTH.compute_scale, rel=0.05)
     assert profile.fit.cases_file is None and set(profile.fit.results) == {str(f) for f in files}
     assert all(0.95 <= case.ratio <= 1.05 for case in profile.fit.cases), "each run within its noise"
 
@@ -93,11 +93,11 @@ def test_the_stores_measurements_of_a_target_calibrate_each_with_its_launchs_arg
                              error="the server exited")
     out = tmp_path / "mine.yaml"
     assert calibrate_main(["--gpu", "H100", "--out", str(out), "--no-cases", "--store-target", "real",
-                           "--model", str(LLAMA_8B), "--fit", "bw_efficiency,compute_efficiency"],
+                           "--model", str(LLAMA_8B), "--fit", "bw_efficiency,compute_scale"],
                           store_rows=store.measurements) == 0
     profile = load_profile(out)
     assert profile.parameters.bw_efficiency == pytest.approx(TRUTH.bw_efficiency, rel=0.05)
-    assert profile.parameters.compute_efficiency == pytest.approx(TRUTH.compute_efficiency, rel=0.05)
+    assert profile.parameters.compute_scale == pytest.approx(TRUTH.compute_scale, rel=0.05)
     assert profile.fit.store_target == "real" and len(profile.fit.cases) == 2 * len(RUNS), "a case per round"
     assert "left out: real trial #7: no measurement (the launch failed)" in capsys.readouterr().err
 
