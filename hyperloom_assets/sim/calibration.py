@@ -147,3 +147,14 @@ def describe_calibration(value: str | None, gpu: str, engine: str, folder: Path 
     fit = (f"; fitted on {len(profile.fit.cases)} cases of {profile.fit.cases_file}" if profile.fit else "; not fitted")
     return (f"the sim's performance model with calibration profile {path.name} "
             f"({profile.gpu}, {profile.engine}; sha256 {digest}{fit})")
+
+
+def describe_prediction(value: str | None, gpu: str, engine: str, engine_version: str | None) -> str:
+    """describe_calibration, and which of physics.py's engine rows times the engine's CPU work."""
+    from hyperloom_assets.sim.physics import engine_overhead
+
+    try:
+        row = engine_overhead(engine, engine_version).label
+    except ValueError as exc:
+        row = f"unread here ({exc})"
+    return f"{describe_calibration(value, gpu, engine)}; CPU overhead per step: {row} (sim/physics.py)"

@@ -138,7 +138,7 @@ def serve_main(argv: list[str]) -> int:
 async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt: str) -> None:  # noqa: ANN001
     from aiohttp import web
 
-    from hyperloom_assets.sim.calibration import describe_calibration
+    from hyperloom_assets.sim.calibration import describe_prediction
     from hyperloom_assets.sim.faults import Fault
     from hyperloom_assets.sim.launch_record import log_line
     from hyperloom_assets.sim.profiler import SimProfiler
@@ -162,8 +162,9 @@ async def _serve(engine, config, args: argparse.Namespace, model_dir: Path, salt
     print(log_line(config, f"Starting sim API server ({config.flavor} flavor, {args.gpu}, tp {args.tp}, "
                            f"time scale {args.time_scale:g}) on http://{args.host}:{args.port}", "api_server.py:1"),
           flush=True)
-    print(log_line(config, "Predicted by " + describe_calibration(args.calibration_named, gpu_spec(args.gpu).name,
-                                                                  config.flavor), "sim.py:1"), flush=True)
+    print(log_line(config, "Predicted by " + describe_prediction(args.calibration_named, gpu_spec(args.gpu).name,
+                                                                 config.flavor, args.engine_version), "sim.py:1"),
+          flush=True)
     print("INFO:     Application startup complete.", flush=True)
     if config.flavor == "atom":
         print(log_line(config, "Server started successfully and ready to accept requests"), flush=True)

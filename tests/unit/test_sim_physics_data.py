@@ -125,6 +125,15 @@ def test_the_engine_version_flag_reaches_the_perf_model_and_a_bad_one_stops_it(c
     assert "argument --engine-version: engine version 'latest'" in capsys.readouterr().err
 
 
+def test_a_bad_engine_version_in_a_targets_args_is_a_problem_before_any_launch() -> None:
+    from hyperloom_assets.core.engines import engine_for
+
+    sim = engine_for("sim")
+    assert sim.harness_problems(["--gpu", "H100", "--engine-version", "0.10.0"]) == []
+    assert sim.harness_problems(["--gpu", "H100", "--engine-version", "v1-beta"]) == [
+        "--engine-version: engine version 'v1-beta': expected dotted numbers such as 0.10.0"]
+
+
 def test_each_published_case_is_timed_with_its_sources_engine_version() -> None:
     args = argparse.Namespace(no_cases=False, cases=CASES_FILE)
     labels = {case.id: case.model.engine.label for case in _published_cases(args, "H100")}

@@ -70,7 +70,10 @@ def test_the_sim_says_which_profile_predicts_and_a_real_engine_says_nothing() ->
     digest = hashlib.sha256(PACKAGED_MI300X.read_bytes()).hexdigest()[:12]
     said = engine_for("sim").predictor_of(["--gpu", "mi300x", "--calibration", "auto", "--max-num-seqs", "8"])
     assert "calibration profile mi300x-vllm.yaml (MI300X, vllm;" in said and digest in said
-    assert said == describe_calibration(str(PACKAGED_MI300X), "MI300X", "vllm")
+    assert said == describe_calibration(str(PACKAGED_MI300X), "MI300X", "vllm") + (
+        "; CPU overhead per step: vLLM V1 (sim/physics.py)")
+    old = engine_for("sim").predictor_of(["--gpu", "H100", "--engine-version", "0.2.7"])
+    assert old.endswith("; CPU overhead per step: vLLM V0 before 0.6 (sim/physics.py)"), "the row the version picks"
     assert "uncalibrated" in engine_for("sim").predictor_of(["--gpu", "H100"])
     assert "no packaged profile for H100 and sglang" in engine_for("sim").predictor_of(
         ["--flavor", "sglang", "--gpu", "H100", "--calibration", "auto"])

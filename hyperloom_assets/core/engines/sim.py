@@ -25,7 +25,8 @@ from hyperloom_assets.core.engines.spec import (
     Startup,
 )
 from hyperloom_assets.core.roofline.gpus import gpu_spec
-from hyperloom_assets.sim.calibration import CalibrationError, describe_calibration, is_profile_path, profile_for
+from hyperloom_assets.sim.calibration import CalibrationError, describe_prediction, is_profile_path, profile_for
+from hyperloom_assets.sim.physics import parse_version
 from hyperloom_assets.sim.engine_args import (
     FLAVORS,
     engine_parser,
@@ -77,7 +78,8 @@ def noise_identity(version: str, server_args: list[str]) -> str:
 
 
 def predictor_of(server_args: list[str]) -> str:
-    """Its performance model, and the calibration profile its `--calibration` names, if any."""
+    """Its performance model, the calibration profile its `--calibration` names, if any, and the
+    engine row its `--engine-version` picks."""
     flavor = flavor_of(server_args)
     harness, _ = split_harness_args(server_args, flavor)
     gpu, named = str(harness.get("--gpu", "H100")), harness.get("--calibration")
@@ -85,19 +87,26 @@ def predictor_of(server_args: list[str]) -> str:
         gpu = gpu_spec(gpu).name
     except KeyError:
         pass  # the launch refuses it; the description keeps the name as given
-    return describe_calibration(named if isinstance(named, str) else None, gpu, flavor)
+    version = harness.get("--engine-version")
+    return describe_prediction(named if isinstance(named, str) else None, gpu, flavor,
+                               version if isinstance(version, str) else None)
 
 
 def harness_problems(server_args: list[str]) -> list[str]:
     """What `sim-serve` would refuse in its harness flags, found before anything is launched:
     an unknown --gpu, a --tp or --time-scale that is not a positive number, a --calibration that
     names no packaged profile or a readable one of another GPU (a file this machine does not
-    hold is left to the host that serves)."""
+    hold is left to the host that serves), an --engine-version that is not dotted numbers."""
     flavor = flavor_of(server_args)
     harness, _ = split_harness_args(server_args, flavor)
     problems = [f"{flag} {harness[flag]}: expected a positive number" for flag, kind in (("--tp", int),
                                                                                          ("--time-scale", float))
                 if flag in harness and not _positive(harness[flag], kind)]
+    if "--engine-version" in harness:
+        try:
+            parse_version(str(harness["--engine-version"]))
+        except ValueError as exc:
+            problems.append(f"--engine-version: {exc}")
     try:
         gpu = gpu_spec(str(harness.get("--gpu", "H100"))).name
     except KeyError as exc:
