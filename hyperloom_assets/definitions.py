@@ -49,7 +49,8 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
     """
     folder = (folder or targets_dir()).resolve()
     catalog = TargetCatalog(folder=str(folder))
-    host_of = partition_hosts(folder, catalog.host_names())
+    host_names = catalog.host_names()
+    host_of = partition_hosts(folder, host_names)
     partitions = dg.StaticPartitionsDefinition(list(host_of))
     store = store or ResultStore()
     hosts = HostFleet(local=host or default_host(), catalog=catalog, store=store)
@@ -65,7 +66,7 @@ def build_defs(folder: Path | None = None, host: LocalHost | None = None, store:
         build_sweep_asset(partitions),
         build_report_asset(partitions),
     ]
-    jobs = build_jobs(partitions, host_of)
+    jobs = build_jobs(partitions, host_of, frozenset(name for name, _ in host_names.gpus))
     # Every run without an executor of its own (the UI's "Materialize" of selected assets)
     # runs in one process: the fleet resource takes the host's lease when a process sets
     # up its resources, so the multiprocess default would take and release it per step,

@@ -16,11 +16,15 @@ BASELINE_GROUPS = ("baseline",)
 SWEEP_GROUPS = ("sweep",)
 
 
-def host_tagged(partitions: dg.PartitionsDefinition, host_of: Mapping[str, str]) -> dg.PartitionedConfig:
+def host_tagged(partitions: dg.PartitionsDefinition, host_of: Mapping[str, str],
+                slotted: frozenset[str] = frozenset()) -> dg.PartitionedConfig:
     """Every run of a target is tagged with its host (the run queue's limit, the Celery queue)."""
-    return dg.PartitionedConfig(
-        partitions_def=partitions, run_config_for_partition_key_fn=lambda key: {},
-        tags_for_partition_key_fn=lambda key: host_run_tags(host_of.get(key, "local"), os.environ))
+    def tags(key: str) -> dict[str, str]:
+        host = host_of.get(key, "local")
+        return host_run_tags(host, os.environ, slotted=host in slotted)
+
+    return dg.PartitionedConfig(partitions_def=partitions, run_config_for_partition_key_fn=lambda key: {},
+                                tags_for_partition_key_fn=tags)
 
 
 def _job(name: str, selection: dg.AssetSelection, config: dg.PartitionedConfig, description: str):
@@ -30,12 +34,14 @@ def _job(name: str, selection: dg.AssetSelection, config: dg.PartitionedConfig, 
                                executor_def=dg.in_process_executor, description=description)
 
 
-def build_jobs(partitions: dg.PartitionsDefinition, host_of: Mapping[str, str] | None = None) -> list:
+def build_jobs(partitions: dg.PartitionsDefinition, host_of: Mapping[str, str] | None = None,
+               slotted: frozenset[str] = frozenset()) -> list:
     """`baseline_job`, `optimize_job` (the whole graph) and `sweep_job`, all by target.
 
-    `host_of`: each target's host (default `local`), for the runs' host tags.
+    `host_of`: each target's host (default `local`), for the runs' host tags; `slotted`: the
+    hosts that declare their GPUs, whose runs share them slot by slot.
     """
-    config = host_tagged(partitions, dict(host_of or {}))
+    config = host_tagged(partitions, dict(host_of or {}), slotted)
     return [
         _job("baseline_job", dg.AssetSelection.groups(*BASELINE_GROUPS), config,
              "Measure the baseline, compute the roofline."),

@@ -40,6 +40,8 @@ from typing import Mapping
 import sqlalchemy as sa
 import yaml
 
+from hyperloom_assets.core.config.hosts import hosts_file, load_hosts
+from hyperloom_assets.core.fleet.tags import slotted_host_limits
 from hyperloom_assets.resources.store.database import (
     POSTGRES_PASSWORD_ENV,
     POSTGRES_URL_ENV,
@@ -48,17 +50,20 @@ from hyperloom_assets.resources.store.database import (
     postgres_url,
 )
 
+HOST_LIMIT_YAML = """\
+      - key: hyperloom/host
+        value: {applyLimitPerUniqueValue: true}
+        limit: 1
+"""
 INSTANCE_YAML = """\
 # Written by `make setup` (hyperloom instance-config); edits are overwritten.
 concurrency:
   runs:
     max_concurrent_runs: 4
-    # One run in progress per GPU host: every run carries its target's host tag.
+    # One run in progress per GPU host: every run carries its target's host tag. A host
+    # that declares its GPUs takes a run per device (hyperloom/slotted-host, listed here).
     tag_concurrency_limits:
-      - key: hyperloom/host
-        value: {applyLimitPerUniqueValue: true}
-        limit: 1
-run_monitoring:
+""" + HOST_LIMIT_YAML + """run_monitoring:
   enabled: true
   start_timeout_seconds: 300
   cancel_timeout_seconds: 120
@@ -122,8 +127,24 @@ def postgres_storage(environ: Mapping[str, str]) -> dict | None:
     return {"postgres": {"postgres_db": db}}
 
 
-def instance_yaml(environ: Mapping[str, str]) -> str:
-    """dagster.yaml for this environment; the database is checked to connect first."""
+def slotted_hosts() -> dict[str, int]:
+    """Hosts of the hosts file that declare their GPUs, with how many (core/fleet/slots.py)."""
+    hosts, _ = load_hosts(hosts_file(), check_files=False)
+    return {name: len(host.gpus) for name, host in hosts.items() if host.gpus}
+
+
+def _with_slot_limits(text: str, devices: Mapping[str, int]) -> str:
+    """The run queue's limit per slotted host, after the per-host limit of 1."""
+    if not devices:
+        return text
+    listed = yaml.safe_dump(slotted_host_limits(devices), sort_keys=False)
+    entries = "".join(f"      {line}\n" for line in listed.splitlines())
+    return text.replace(HOST_LIMIT_YAML, HOST_LIMIT_YAML + entries, 1)
+
+
+def instance_yaml(environ: Mapping[str, str], devices: Mapping[str, int] | None = None) -> str:
+    """dagster.yaml for this environment; the database is checked to connect first. `devices`:
+    the slotted hosts' device counts (default: read from the hosts file)."""
     sections: dict = {}
     storage = postgres_storage(environ)
     if storage:
@@ -137,7 +158,7 @@ def instance_yaml(environ: Mapping[str, str]) -> str:
         sections["run_launcher"] = {"module": "hyperloom_assets.resources.hosts.run_launcher",
                                     "class": "WorkerCheckingRunLauncher"}
     extra = yaml.safe_dump(sections, sort_keys=False) if sections else ""
-    return INSTANCE_YAML + extra
+    return _with_slot_limits(INSTANCE_YAML, slotted_hosts() if devices is None else devices) + extra
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from hyperloom_assets.core.fleet.leases import Lease
+from hyperloom_assets.core.fleet.leases import Lease, lease_subject
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost
@@ -68,12 +68,18 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     store = ResultStore()
     leases = HostLeases(store)
-    lease = leases.read(args.host)
-    if lease is None:
+    found = leases.of_host(args.host)
+    if not found:
         print(f"host {args.host!r} has no lease: nothing to recover")
         return 0
+    # A host with declared GPUs is leased device by device, maybe by several runs: one pass per holder.
+    holders = {lease.holder.model_dump_json(): lease for lease in found}
+    return max(_recover(leases, store, args, lease) for lease in holders.values())
+
+
+def _recover(leases: HostLeases, store: ResultStore, args: argparse.Namespace, lease: Lease) -> int:
     now = datetime.now(timezone.utc)
-    print(f"host {args.host!r} is leased by {lease.holder.describe()} since {lease.since()}, "
+    print(f"{lease_subject(lease.host)} is leased by {lease.holder.describe()} since {lease.since()}, "
           f"last heartbeat {lease.heartbeat_at.isoformat(timespec='seconds')}")
     refused = refusal(lease, now)
     if refused:
@@ -102,3 +108,4 @@ def main(argv: list[str]) -> int:
                                                            f"survivors {reaped.survivors}")
     print(f"recovered: reaped {reaped.reaped or 'no'} orphan server(s); released {', '.join(released)}")
     return 0 if not reaped.survivors else 1
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -104,6 +105,7 @@ def _fail(message: str) -> int:
 def serve_main(argv: list[str]) -> int:
     args, flavor = _parse(argv, "hyperloom sim-serve", serving=True)
     from hyperloom_assets.sim.build import build_engine
+    from hyperloom_assets.sim.devices import DeviceClaimError, claim_devices, free_devices
     from hyperloom_assets.sim.launch_record import launch_record, log_line
     from hyperloom_assets.sim.launch_script import LaunchOffset, take_entry
 
@@ -120,6 +122,13 @@ def serve_main(argv: list[str]) -> int:
     if not (model_dir / "config.json").is_file():
         return _fail(f"ValueError: no config.json in model folder {model_dir}")
     try:
+        devices, held = claim_devices(args.tp)  # held open until the server exits
+    except DeviceClaimError as exc:
+        return _fail(str(exc))
+    if devices:
+        print(log_line(config, f"Holding emulated devices {devices} (CUDA_VISIBLE_DEVICES), pid {os.getpid()}",
+                       "devices.py:1"), flush=True)
+    try:
         engine = build_engine(model_dir, gpu, config, tp=args.tp, seed=args.seed, noise_pct=args.noise_pct,
                               record_steps=False, calibration=args.calibration, engine_version=args.engine_version)
     except SimConfigError as exc:
@@ -132,6 +141,7 @@ def serve_main(argv: list[str]) -> int:
         args.fault, args.fault_after_requests = scripted.fault, scripted.fault_after_requests
     time.sleep(scripted.startup_delay_s)  # a scripted slow start, before the port is bound
     asyncio.run(_serve(engine, config, args, model_dir, output_salt(argv, flavor, args.alter_outputs_with)))
+    free_devices(devices, held)
     return 0
 
 

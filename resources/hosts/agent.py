@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hyperloom_assets.core.engines import known_engines
+from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerError
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
@@ -39,15 +40,20 @@ def _print_progress(progress) -> None:  # noqa: ANN001 - a runner.RoundProgress,
     sys.stdout.flush()
 
 
+def _slot(req: dict) -> Slot | None:
+    return Slot.model_validate(req["slot"]) if req.get("slot") else None
+
+
 def _prepare(req: dict) -> dict:
     prepared = host_side.prepare(Path(req["pid_dir"]), req["engine"], Path(req["python"]), req["check_foreign"],
-                                 req["env"], req["unset_env"], req["term_wait_s"], req.get("client_cpus", "auto"))
+                                 req["env"], req["unset_env"], req["term_wait_s"], req.get("client_cpus", "auto"),
+                                 _slot(req))
     return prepared.model_dump(mode="json")
 
 
 def _start(req: dict) -> dict:
     server = host_side.start(req["argv"], req["env"], req["unset_env"], Path(req["log_path"]), Path(req["pid_dir"]),
-                             req.get("engine"), req.get("framework_tree"), req.get("server_cpus"))
+                             req.get("engine"), req.get("framework_tree"), req.get("server_cpus"), _slot(req))
     # This agent exits now; the server runs on in its own session, watched through its pidfile.
     return {"record": server.record.model_dump(mode="json"), "pidfile": str(server.pidfile)}
 
@@ -117,7 +123,12 @@ def facts(req: dict) -> dict:
             "free_port": allocate_port(), "cpus": os.cpu_count(), "time": time.time()}
 
 
-OPS: dict[str, Callable[[dict], dict]] = {"prepare": _prepare, "start": _start, "wait_ready": _wait_ready,
+def slot_facts(req: dict) -> dict:
+    """What a slot is planned from (core/fleet/slots.py): the GPU tool, its topology matrix, the CPUs."""
+    return host_side.slot_facts()
+
+
+OPS: dict[str, Callable[[dict], dict]] = {"slot_facts": slot_facts, "prepare": _prepare, "start": _start, "wait_ready": _wait_ready,
                                           "stop": _stop, "reap": _reap, "bench": _bench, "facts": facts,
                                           "clean": _clean, "proposal_checks": proposal_checks, "post": _post}
 

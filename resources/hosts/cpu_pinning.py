@@ -56,13 +56,29 @@ def plan_placement(setting: str, allowed: list[int], has_gpu: bool) -> CpuPlacem
     return CpuPlacement(server_cpus=server, client_cpus=client, reason=reason)
 
 
-def host_placement(setting: str) -> CpuPlacement | None:
-    """plan_placement for this machine: its usable CPUs and whether it has a GPU."""
+def slot_placement(setting: str, slot_cpus: list[int], has_gpu: bool) -> CpuPlacement:
+    """Within a slot's CPUs (core/fleet/slots.py): split as plan_placement would, else both share
+    the slot's CPUs, never another slot's. A slotted host's `client_cpus` is auto or off (hosts.py)."""
+    placement = plan_placement(AUTO, slot_cpus, has_gpu) if setting != OFF else None
+    if placement is not None:
+        return placement.model_copy(update={"reason": f"slot CPUs {slot_cpus}, {placement.reason}"})
+    return CpuPlacement(server_cpus=slot_cpus, client_cpus=slot_cpus,
+                        reason=f"slot CPUs {slot_cpus}, shared by the server and the client")
+
+
+def host_placement(setting: str, slot_cpus: list[int] | None = None) -> CpuPlacement | None:
+    """plan_placement for this machine (slot_placement within a slot's CPUs): its usable CPUs
+    and whether it has a GPU."""
     try:
         reading = read_gpu_memory()
+        has_gpu = bool(reading and reading[1])
     except (GpuToolOutputError, OSError, ValueError):
-        return None  # a GPU tool that fails to answer means a GPU host; the preflight reports it
-    return plan_placement(setting, sorted(os.sched_getaffinity(0)), bool(reading and reading[1]))
+        if not slot_cpus:
+            return None  # a GPU tool that fails to answer means a GPU host; the preflight reports it
+        has_gpu = True
+    if slot_cpus:
+        return slot_placement(setting, slot_cpus, has_gpu)
+    return plan_placement(setting, sorted(os.sched_getaffinity(0)), has_gpu)
 
 
 def pin_process(pid: int, cpus: list[int]) -> None:

@@ -7,6 +7,11 @@ the run ends whichever way it ends. While it holds the lease, this machine watch
 run (LocalHost.watching_run: its worker recorded, dead runs released, Terminate heard).
 A host held by a live run refuses the run here, before any launch, naming the holder and
 since when; the refusal is the run's stop reason `environment_unavailable` in the store.
+
+A host that declares its GPUs (`gpus:` in the hosts file) is not leased whole: the run
+leases a slot, the devices one launch of its target takes (slot_leases.py), and every
+host this resource hands out for that host carries the slot, so each launch sees only
+the slot's devices and CPUs. Runs on other slots of the host go on beside it.
 """
 
 from __future__ import annotations
@@ -16,15 +21,18 @@ from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from hyperloom_assets.core.config.hosts import LOCAL, HostsError, load_hosts
 from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
+from hyperloom_assets.core.fleet.slots import Slot, SlotError, devices_per_launch
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.owner_scope import this_holder
+from hyperloom_assets.resources.hosts.slot_leases import hold_slot
 from hyperloom_assets.resources.hosts.ssh import SshHost
 from hyperloom_assets.resources.store.leases import HostLeased, HostLeases
 from hyperloom_assets.resources.store.results import ResultStore
@@ -42,6 +50,9 @@ class HostFleet(dg.ConfigurableResource):
     catalog: TargetCatalog
     store: ResultStore
     lease_ttl_s: float = DEFAULT_TTL_S
+    # How long a run waits for a slot on a host that declares its GPUs while live runs hold them.
+    slot_wait_s: float = 1800.0
+    _slot: Slot | None = PrivateAttr(default=None)
 
     def host(self, name: str) -> Host:
         """The host resource for a name of the hosts file; HostsError naming what is wrong."""
@@ -52,38 +63,57 @@ class HostFleet(dg.ConfigurableResource):
             raise HostsError(mine or [TargetProblem(file=str(file), field=name, expected=(
                 f"a host of the hosts file ({', '.join(sorted(hosts))})"))])
         config = hosts[name]
+        # The run's slot goes with its host: every launch of the run sees only the slot's devices.
+        slot = {"slot": self._slot.model_dump(mode="json")} if self._slot and self._slot.host == name else {}
         if name == LOCAL:
-            return self.local.model_copy(update={"client_cpus": config.client_cpus,
+            return self.local.model_copy(update={"client_cpus": config.client_cpus, **slot,
                                                  **({"python": str(config.python)} if config.python else {})})
         if config.kind == "local":
             return self.local.model_copy(update={"name": name, "python": str(config.python) if config.python else None,
-                                                 "client_cpus": config.client_cpus})
+                                                 "client_cpus": config.client_cpus, **slot})
         return SshHost(name=name, config=config.model_dump(mode="json"), state_dir=str(self.local.state_path()),
                        check_foreign_processes=self.local.check_foreign_processes,
-                       teardown_term_wait_s=self.local.teardown_term_wait_s)
+                       teardown_term_wait_s=self.local.teardown_term_wait_s, **slot)
+
+    def gpus_of(self, name: str) -> list[int] | None:
+        """The devices the hosts file declares for the host; None: the host is leased whole."""
+        hosts, _ = load_hosts(self.catalog.hosts_path())
+        return hosts[name].gpus if name in hosts else None
 
     def for_target(self, target: Target) -> Host:
         return self.host(target.host)
 
-    def run_host(self, run: dg.DagsterRun | None) -> str | None:
-        """The host a run serves on: its target's, from the run's snapshot of the target file."""
+    def run_target(self, run: dg.DagsterRun | None) -> Target | None:
+        """The target a run serves, from the run's snapshot of the target file."""
         if run is None or PARTITION_TAG not in run.tags:
             return None
-        return self.catalog.run_target(run.tags[PARTITION_TAG], run.run_id, self.store).host
+        return self.catalog.run_target(run.tags[PARTITION_TAG], run.run_id, self.store)
+
+    def run_host(self, run: dg.DagsterRun | None) -> str | None:
+        """The host a run serves on: its target's."""
+        target = self.run_target(run)
+        return target.host if target else None
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["HostFleet"]:
         run = context.run
-        name = self.run_host(run)
-        if name is None:  # a sensor, or a run that is not of one target
+        target = self.run_target(run)
+        if target is None:  # a sensor, or a run that is not of one target
             yield self
             return
-        self.host(name)  # a bad hosts entry fails here, before the lease and any launch
+        name = target.host
+        host = self.host(name)  # a bad hosts entry fails here, before the lease and any launch
+        gpus = self.gpus_of(name)
         holder = this_holder(run.run_id)
         with ExitStack() as held:
             try:
-                held.enter_context(HostLeases(self.store).hold(name, holder, self.lease_ttl_s,
-                                                               on_warning=context.log.warning))
+                if gpus is None:
+                    held.enter_context(HostLeases(self.store).hold(name, holder, self.lease_ttl_s,
+                                                                   on_warning=context.log.warning))
+                else:
+                    self._slot = held.enter_context(self._hold_slot(host, gpus, target, holder, context))
+            except SlotError as exc:  # the target asks more devices than the host has: its config, not the host
+                raise dg.Failure(description=str(exc), metadata={"host": name}) from exc
             except HostLeased as exc:
                 # Before any step, so no step's recorded_stops sees it: the stop is kept here.
                 context.log.warning(f"stop reason: {ENVIRONMENT_UNAVAILABLE}: {exc}")
@@ -91,7 +121,13 @@ class HostFleet(dg.ConfigurableResource):
                                        detail=str(exc).splitlines()[0][:500], run_id=run.run_id)
                 raise dg.Failure(description=str(exc), metadata={"stop_reason": ENVIRONMENT_UNAVAILABLE,
                                                                   "host": name}) from exc
-            context.log.info(f"host {name!r} leased by {holder.describe()}")
+            context.log.info(f"{self._slot.describe() if self._slot else f'host {name!r}'} leased by {holder.describe()}")
             if context.instance is not None:
                 held.enter_context(self.local.watching_run(context.instance, run.run_id))
             yield self
+
+    def _hold_slot(self, host: Host, gpus: list[int], target: Target, holder, context: dg.InitResourceContext):
+        """The run's slot of as many devices as one launch of the target takes (slot_leases.py)."""
+        count = devices_per_launch(target.engine, target.server_args)
+        return hold_slot(HostLeases(self.store), host, gpus, count, holder, self.lease_ttl_s, self.slot_wait_s,
+                         on_warning=context.log.warning, on_wait=context.log.info)

@@ -32,6 +32,9 @@ class Host(Protocol):
 
     def gpu_names(self) -> list[str]: ...
 
+    def slot_facts(self) -> dict:
+        """What a slot is planned from: the GPU tool, its topology matrix, the CPUs (host_side.slot_facts)."""
+
     def engine_identity(self, spec: ServerSpec) -> str | None:
         """`distribution version` of the spec's engine in its serving environment."""
 

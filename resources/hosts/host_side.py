@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
+
+import psutil
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
+from hyperloom_assets.core.fleet.slots import Slot, device_env
 from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, host_placement, pin_process
@@ -31,8 +35,8 @@ from hyperloom_assets.resources.hosts.preflight import (
     port_free,
     read_gpu_memory,
 )
-from hyperloom_assets.resources.hosts.process_group import (ServerProcess, launch, new_scratch_dir, reap_orphans,
-                                                          remove_scratch)
+from hyperloom_assets.resources.hosts.process_group import (ServerProcess, launch, new_scratch_dir, read_pidfiles,
+                                                          reap_orphans, remove_scratch)
 
 LOG_TAIL_LINES = 40
 STILL_STARTING_NOTE_S = 30.0
@@ -57,6 +61,7 @@ class Prepared(Strict):
     installed: Installed | None
     startup_timeout_s: float
     cpus: CpuPlacement | None = None  # the server's and the client's CPUs; None: shared
+    devices: list[int] | None = None  # the slot's devices, all the server sees; None: every device
 
 
 def server_env(env: Mapping[str, str], unset_env: list[str], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -76,11 +81,15 @@ def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def preflight_problems(port: int, check_foreign_processes: bool) -> list[str]:
-    """Whatever makes this host unfit to serve now: a foreign server, the port, busy GPUs."""
+def preflight_problems(port: int, check_foreign_processes: bool, devices: list[int] | None = None,
+                       neighbours: Iterable[int] = ()) -> list[str]:
+    """Whatever makes this host unfit to serve now: a foreign server, the port, busy GPUs.
+
+    Within a slot only the slot's `devices` must be free, and this tool's servers on the
+    other slots (`neighbours`: their pids) are not foreign: their runs lease their devices."""
     problems = []
     if check_foreign_processes:
-        problems += [f"foreign serving process {proc.describe()}" for proc in find_serving_processes()]
+        problems += [f"foreign serving process {proc.describe()}" for proc in find_serving_processes(neighbours)]
     if not port_free(port, SERVE_HOST):
         problems.append(f"port {port} is in use")
     try:
@@ -91,30 +100,68 @@ def preflight_problems(port: int, check_foreign_processes: bool) -> list[str]:
     if reading:
         tool, gpus = reading
         problems += [f"GPU {gpu.index} ({gpu.name}) has {gpu.used_mib:.0f} of {gpu.total_mib:.0f} MiB "
-                     f"in use ({tool})" for gpu in busy_gpus(gpus)]
+                     f"in use ({tool})" for gpu in busy_gpus(gpus) if devices is None or gpu.index in devices]
     return problems
 
 
+TOPOLOGY_QUERY = ["nvidia-smi", "topo", "-m"]  # AMD hosts: no matrix read yet, slots take the lowest ids
+
+
+def slot_facts() -> dict:
+    """What a slot is planned from (core/fleet/slots.py): the GPU tool that answered (its vendor),
+    its `topo -m` matrix where it has one, and the CPUs this process may use."""
+    try:
+        reading = read_gpu_memory()
+    except (GpuToolOutputError, OSError, ValueError):
+        reading = None
+    topology = None
+    if reading and reading[0] == "nvidia-smi":
+        try:
+            topology = subprocess.run(TOPOLOGY_QUERY, capture_output=True, text=True, timeout=30, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            topology = None  # slots are still made, from the lowest free ids
+    return {"gpu_tool": reading[0] if reading else None, "topology": topology,
+            "allowed_cpus": sorted(os.sched_getaffinity(0))}
+
+
+def neighbour_servers(pid_dir: Path) -> list[int]:
+    """This tool's servers on the host (its pidfiles) and their children: on a slotted host,
+    the other slots' servers."""
+    pids = []
+    for _, record in read_pidfiles(pid_dir):
+        pids.append(record.pid)
+        try:
+            pids += [child.pid for child in psutil.Process(record.pid).children(recursive=True)]
+        except psutil.Error:
+            continue
+    return pids
+
+
 def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: bool, env: Mapping[str, str],
-            unset_env: list[str], term_wait_s: float, client_cpus: str = AUTO) -> Prepared:
-    """Reap our orphans (docs/design.md, invariant 8), take a port, preflight, find the engine, place the CPUs."""
+            unset_env: list[str], term_wait_s: float, client_cpus: str = AUTO, slot: Slot | None = None) -> Prepared:
+    """Reap our orphans (docs/design.md, invariant 8), take a port, preflight, find the engine, place the CPUs
+    (within the slot's, on a host that declares its GPUs: core/fleet/slots.py)."""
     report = reap_orphans(pid_dir, term_wait_s=term_wait_s)
     port = allocate_port(SERVE_HOST)
     spec = engine_for(engine)
-    return Prepared(port=port, problems=preflight_problems(port, check_foreign_processes), reaped=report.reaped,
+    problems = (preflight_problems(port, check_foreign_processes, list(slot.devices), neighbour_servers(pid_dir))
+                if slot else preflight_problems(port, check_foreign_processes))
+    return Prepared(port=port, problems=problems, reaped=report.reaped,
                     survivors=report.survivors, installed=installed_in(spec, python),
                     startup_timeout_s=spec.startup.timeout_s(server_env(env, unset_env)),
-                    cpus=host_placement(client_cpus))
+                    cpus=host_placement(client_cpus, list(slot.cpus) if slot and slot.cpus else None),
+                    devices=list(slot.devices) if slot else None)
 
 
 def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_path: Path, pid_dir: Path,
           engine: str | None = None, framework_tree: str | None = None,
-          server_cpus: list[int] | None = None) -> ServerProcess:
-    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir, on server_cpus.
+          server_cpus: list[int] | None = None, slot: Slot | None = None) -> ServerProcess:
+    """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir, on server_cpus,
+    seeing only the slot's devices (their variable wins over the operator's env: slots never share one).
 
     With a `framework_tree`, the server imports `engine` from that checkout (its import
     root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
-    launch_env = server_env(env, unset_env)
+    launch_env = {**server_env(env, unset_env), **(device_env(slot.vendor, slot.devices) if slot else {})}
     spec = engine_for(engine) if engine is not None else None
     if spec is not None:
         launch_env = {**dict(spec.serve_env), **launch_env}

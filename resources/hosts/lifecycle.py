@@ -21,6 +21,7 @@ import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
+from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.engine_origin import served_engine_path
@@ -53,18 +54,19 @@ class Transport(Protocol):
 class LocalTransport:
     """This machine: the steps in-process; the server is our child, the run folder is the host's."""
 
-    def __init__(self, pid_dir: Path, check_foreign_processes: bool, term_wait_s: float, client_cpus: str = "auto"):
+    def __init__(self, pid_dir: Path, check_foreign_processes: bool, term_wait_s: float, client_cpus: str = "auto",
+                 slot: Slot | None = None):
         self.pid_dir, self.check_foreign, self.term_wait_s = pid_dir, check_foreign_processes, term_wait_s
-        self.client_cpus = client_cpus
+        self.client_cpus, self.slot = client_cpus, slot
 
     def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared:
         return host_side.prepare(self.pid_dir, spec.engine, python, self.check_foreign, spec.env, spec.unset_env,
-                                 self.term_wait_s, self.client_cpus)
+                                 self.term_wait_s, self.client_cpus, self.slot)
 
     def start(self, argv: list[str], spec: ServerSpec, log_path: str, server_cpus: list[int] | None) -> ServerProcess:
         tree = str(spec.framework_tree) if spec.framework_tree else None
         return host_side.start(argv, spec.env, spec.unset_env, Path(log_path), self.pid_dir, spec.engine, tree,
-                               server_cpus)
+                               server_cpus, self.slot)
 
     def wait_ready(self, started: ServerProcess, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting: StillStarting) -> None:
@@ -140,6 +142,7 @@ def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, ru
             served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
             ready_s=ready_s, evidence=engine.parse_evidence(log_text),
             engine_version=identity(engine, prepared.installed), engine_path=engine_path, cpus=cpus,
+            devices=prepared.devices,
         )
     finally:
         with signals_deferred():
@@ -154,6 +157,8 @@ def _wait_ready(transport: Transport, host: str, spec: ServerSpec, prepared: hos
     host_dir = transport.host_dir(run_dir)
     log.info("%s: starting %s server on host %r (pid %d, port %d); ready within %.0f s or it fails",
              name, spec.engine, host, pid_record(started).pid, prepared.port, timeout_s)
+    if prepared.devices is not None:
+        log.info("%s: server sees devices %s of host %r (its slot)", name, prepared.devices, host)
     if prepared.cpus is not None:
         log.info("%s: server on CPUs %s, benchmark client on CPUs %s (%s)", name, prepared.cpus.server_cpus,
                  prepared.cpus.client_cpus, prepared.cpus.reason)

@@ -21,13 +21,14 @@ from typing import Iterator
 import dagster as dg
 
 from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts.agent import facts as agent_facts
 from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, pinned_thread
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
-from hyperloom_assets.resources.hosts.host_side import control_post, preflight_problems
+from hyperloom_assets.resources.hosts.host_side import control_post, preflight_problems, slot_facts
 from hyperloom_assets.resources.hosts.lifecycle import LocalTransport, serve_on
 from hyperloom_assets.resources.hosts.preflight import read_gpu_memory
 from hyperloom_assets.resources.hosts.process_group import ReapReport, reap_orphans
@@ -53,6 +54,7 @@ class LocalHost(dg.ConfigurableResource):
     # "auto": on a CPU-only host with 3+ CPUs the benchmark client gets the last CPU and the
     # server the rest (cpu_pinning.py); "off" shares them; "2,3" names the client's CPUs.
     client_cpus: str = AUTO
+    slot: dict | None = None  # the run's slot on this host (core/fleet/slots.Slot), from the fleet
 
     def state_path(self) -> Path:
         return Path(self.state_dir) if self.state_dir else default_state_dir()
@@ -115,6 +117,10 @@ class LocalHost(dg.ConfigurableResource):
         """What `hyperloom hosts check` prints, from the same host-agent op an SSH host runs."""
         return {**agent_facts({"python": self.python}), "clock_skew_s": 0.0}
 
+    def slot_facts(self) -> dict:
+        """The GPU tool, its topology matrix and the CPUs (host_side.slot_facts), read here."""
+        return slot_facts()
+
     def proposal_checks(self, request: dict) -> dict:
         """The engine's parser and `git apply --check` over a model's proposals (proposal_checks.py)."""
         return proposal_checks(request)
@@ -141,7 +147,7 @@ class LocalHost(dg.ConfigurableResource):
     def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
         """A ready server for `spec`, torn down when the block ends; `label` names it in the log."""
         transport = LocalTransport(self.pid_dir(), self.check_foreign_processes, self.teardown_term_wait_s,
-                                   self.client_cpus)
+                                   self.client_cpus, Slot.model_validate(self.slot) if self.slot else None)
         with serve_on(transport, self.name, spec, self.python_executable(spec), run_dir, label) as launch:
             yield launch
 

@@ -29,6 +29,7 @@ import dagster as dg
 
 from hyperloom_assets.core.config.hosts import SshHostConfig
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import BenchOvertime, CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
@@ -96,9 +97,9 @@ def streamed(argv: list[str], stdin: bytes, timeout_s: float,
 
 class SshTransport:
     def __init__(self, name: str, config: SshHostConfig, local_runs: Path, check_foreign_processes: bool,
-                 term_wait_s: float):
+                 term_wait_s: float, slot: Slot | None = None):
         self.name, self.config, self.local_runs = name, config, local_runs
-        self.check_foreign, self.term_wait_s = check_foreign_processes, term_wait_s
+        self.check_foreign, self.term_wait_s, self.slot = check_foreign_processes, term_wait_s, slot
         self.pid_dir = f"{config.workdir}/pids"
 
     def ssh_argv(self, remote: list[str]) -> list[str]:
@@ -159,13 +160,16 @@ class SshTransport:
         return host_side.Prepared.model_validate(self.call("prepare", {
             "pid_dir": self.pid_dir, "engine": spec.engine, "python": str(python), "check_foreign": self.check_foreign,
             "env": spec.env, "unset_env": spec.unset_env, "term_wait_s": self.term_wait_s,
-            "client_cpus": self.config.client_cpus}))
+            "client_cpus": self.config.client_cpus, "slot": self._slot()}))
 
     def start(self, argv: list[str], spec: ServerSpec, log_path: str, server_cpus: list[int] | None) -> dict:
         tree = str(spec.framework_tree) if spec.framework_tree else None  # a path on the host
         return self.call("start", {"argv": argv, "env": spec.env, "unset_env": spec.unset_env, "log_path": log_path,
                                    "pid_dir": self.pid_dir, "engine": spec.engine, "framework_tree": tree,
-                                   "server_cpus": server_cpus})
+                                   "server_cpus": server_cpus, "slot": self._slot()})
+
+    def _slot(self) -> dict | None:
+        return self.slot.model_dump(mode="json") if self.slot else None
 
     def wait_ready(self, started: dict, spec: ServerSpec, port: int, log_path: str, timeout_s: float,
                    argv: list[str], still_starting=None) -> None:
@@ -219,13 +223,18 @@ class SshHost(dg.ConfigurableResource):
     state_dir: str
     check_foreign_processes: bool = True
     teardown_term_wait_s: float = 15.0
+    slot: dict | None = None  # the run's slot on this host (core/fleet/slots.Slot), from the fleet
 
     def ssh(self) -> SshHostConfig:
         return SshHostConfig.model_validate(self.config)
 
     def transport(self) -> SshTransport:
         return SshTransport(self.name, self.ssh(), self.state_path() / "runs", self.check_foreign_processes,
-                            self.teardown_term_wait_s)
+                            self.teardown_term_wait_s, Slot.model_validate(self.slot) if self.slot else None)
+
+    def slot_facts(self) -> dict:
+        """The GPU tool, its topology matrix and the CPUs, read on the host (host_side.slot_facts)."""
+        return self.transport().call("slot_facts", {})
 
     def state_path(self) -> Path:
         return Path(self.state_dir)

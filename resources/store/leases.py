@@ -90,6 +90,10 @@ class HostLeases(ExtraTables):
         with self.engine().connect() as conn:
             return [_lease(row) for row in conn.execute(sa.select(HOST_LEASES).order_by(HOST_LEASES.c.host))]
 
+    def of_host(self, host: str) -> list[Lease]:
+        """The host's own lease, or the leases of its devices (core/fleet/slots.device_lease_key)."""
+        return [lease for lease in self.held() if lease.host == host or lease.host.startswith(f"{host}/")]
+
     def events(self, host: str) -> list[dict]:
         query = sa.select(LEASE_EVENTS).where(LEASE_EVENTS.c.host == host).order_by(LEASE_EVENTS.c.id)
         with self.engine().connect() as conn:
@@ -168,30 +172,51 @@ class HostLeases(ExtraTables):
             conn.execute(HOST_LEASES.delete().where(HOST_LEASES.c.scope == scope))
         return [row.host for row in rows]
 
+    def acquire_all(self, keys: list[str], me: Holder, ttl_s: float = DEFAULT_TTL_S) -> list[str]:
+        """Take every lease of `keys` (a slot's devices), or none: in sorted order, so two runs
+        asking for overlapping sets never hold parts of each other's; the warnings of acquire.
+
+        Raises HostLeased (naming the holder) after releasing what it took."""
+        taken, warnings = [], []
+        try:
+            for key in sorted(keys):
+                warning = self.acquire(key, me, ttl_s)
+                taken.append(key)
+                warnings += [warning] if warning else []
+        except BaseException:
+            for key in taken:
+                self.release(key, me)
+            raise
+        return warnings
+
     @contextmanager
-    def hold(self, host: str, me: Holder, ttl_s: float = DEFAULT_TTL_S,
+    def hold(self, host: str | list[str], me: Holder, ttl_s: float = DEFAULT_TTL_S,
              on_warning: Callable[[str], None] = log.warning) -> Iterator[None]:
-        """Hold the host's lease for the block, heartbeating; released on every exit path."""
-        warning = self.acquire(host, me, ttl_s)
-        if warning:
+        """Hold the lease of a host (or of every key of a slot) for the block, heartbeating;
+        released on every exit path."""
+        keys = [host] if isinstance(host, str) else list(host)
+        for warning in self.acquire_all(keys, me, ttl_s):
             on_warning(warning)
         stop = threading.Event()
-        beats = threading.Thread(target=self._beat, args=(host, me, ttl_s / HEARTBEATS_PER_TTL, stop, on_warning),
-                                 name=f"lease-heartbeat-{host}", daemon=True)
+        beats = threading.Thread(target=self._beat, args=(keys, me, ttl_s / HEARTBEATS_PER_TTL, stop, on_warning),
+                                 name=f"lease-heartbeat-{keys[0]}", daemon=True)
         beats.start()
         try:
             yield
         finally:
             stop.set()
             beats.join(timeout=5)
-            self.release(host, me)
+            for key in keys:
+                self.release(key, me)
 
-    def _beat(self, host: str, me: Holder, every_s: float, stop: threading.Event,
+    def _beat(self, keys: list[str], me: Holder, every_s: float, stop: threading.Event,
               on_warning: Callable[[str], None]) -> None:
-        while not stop.wait(every_s):
-            try:
-                if not self.heartbeat(host, me):
-                    on_warning(self.lost(host, me))
-                    return
-            except (StoreWriteError, sa.exc.SQLAlchemyError) as error:  # a blip: the next beat tries again
-                log.warning("host %r: lease heartbeat failed: %s", host, error)
+        live = list(keys)
+        while live and not stop.wait(every_s):
+            for key in list(live):
+                try:
+                    if not self.heartbeat(key, me):
+                        on_warning(self.lost(key, me))
+                        live.remove(key)
+                except (StoreWriteError, sa.exc.SQLAlchemyError) as error:  # a blip: the next beat tries again
+                    log.warning("host %r: lease heartbeat failed: %s", key, error)

@@ -1,6 +1,7 @@
 """Every flag the project passes to a real engine, gathered from where it keeps them.
 
-The engine's module (launcher flags, booleans, accuracy-risk knobs, its profiler's), its seed grid
+The engine's module (launcher flags, booleans, accuracy-risk knobs, its profiler's, the
+parallel sizes a slot is counted from), its seed grid
 (entries, defaults, keep flags, ablations) and the sim's flavor parser that imitates it.
 The contract tests check each against the upstream registrations they quote.
 """
@@ -28,7 +29,7 @@ def module_flags(engine: str) -> set[str]:
     spec = engine_for(engine)
     risks = {risk.knob for risk in spec.accuracy_risks if looks_like_flag(risk.knob)}
     profiler = {a for a in spec.profiler.server_args("/traces") if looks_like_flag(a)} if spec.profiler else set()
-    return set(spec.launcher_flags()) | set(spec.boolean_flags) | risks | profiler
+    return set(spec.launcher_flags()) | set(spec.boolean_flags) | risks | profiler | spec.devices.flags()
 
 
 def sim_flavor_flags(engine: str) -> set[str]:

@@ -28,7 +28,8 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "logs"
 # How a ServerArgs field becomes a flag (sglang/srt/arg_groups/arg_utils.py, _field_to_cli_name):
 #     return "--" + name.replace("_", "-")
 ALIASES = {"--model": (FIELDS + "model.py", 'aliases=["--model"],'),
-           "--tensor-parallel-size": (FIELDS + "parallel.py", 'aliases=["--tensor-parallel-size"],')}
+           "--tensor-parallel-size": (FIELDS + "parallel.py", 'aliases=["--tensor-parallel-size"],'),
+           "--pipeline-parallel-size": (FIELDS + "parallel.py", 'aliases=["--pipeline-parallel-size"],')}
 # Registered by hand in ServerArgs.add_cli_args (sglang/srt/server_args.py): deprecated, still accepted.
 MANUAL = {"--disable-cuda-graph": ("sglang/srt/server_args.py", '"--disable-cuda-graph",'),
           "--enable-dp-attention": ("sglang/srt/server_args.py", '"--enable-dp-attention",')}
@@ -61,6 +62,7 @@ FIELD_DECLARATIONS = {
     "disable_radix_cache": ("memory.py", "disable_radix_cache: A["),
     "tp_size": ("parallel.py", "tp_size: A["),
     "dp_size": ("parallel.py", "dp_size: A["),
+    "pp_size": ("parallel.py", "pp_size: A["),
     "enable_dp_lm_head": ("parallel.py", "enable_dp_lm_head: A["),
     "attention_backend": ("exec_.py", "attention_backend: A["),
     "prefill_attention_backend": ("exec_.py", "prefill_attention_backend: A["),

@@ -159,3 +159,18 @@ def test_the_kubernetes_example_passes_dagsters_config_validation(tmp_path) -> N
 
 def test_instance_yaml_is_the_setup_default_without_the_environment() -> None:
     assert "storage" not in instance_yaml({}) and "tag_concurrency_limits" in instance_yaml({})
+
+
+def test_a_host_that_declares_its_gpus_takes_a_run_per_device_in_the_queue(tmp_path) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(yaml.safe_dump({"gpu-a": {"kind": "local", "gpus": [0, 1, 2, 3]}, "cpu-b": {"kind": "local"}}))
+    done = instance_config(tmp_path, HYPERLOOM_HOSTS_FILE=str(hosts))
+    assert done.returncode == 0, done.stderr
+    limits = yaml.safe_load((tmp_path / "dagster.yaml").read_text())["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert limits == [{"key": "hyperloom/host", "value": {"applyLimitPerUniqueValue": True}, "limit": 1},
+                      {"key": "hyperloom/slotted-host", "value": "gpu-a", "limit": 4}]
+    with load(tmp_path) as instance:
+        assert instance.get_concurrency_config().run_queue_config.tag_concurrency_limits == limits
+    assert host_run_tags("gpu-a", {}, slotted=True) == {"hyperloom/slotted-host": "gpu-a",
+                                                        "dagster-celery/queue": "hyperloom-gpu-a"}
+    assert "hyperloom/host" in host_run_tags("cpu-b", {}), "a host without declared GPUs keeps its limit of one"

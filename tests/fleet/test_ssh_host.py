@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts import host_side
@@ -161,3 +162,21 @@ def test_a_pidfile_is_matched_by_start_ticks_not_by_a_wall_clock_that_moved(tmp_
     finally:
         assert stop_recorded(server.record, server.pidfile, term_wait_s=5).survivors == []
         server.popen.wait(timeout=5)
+
+
+def test_an_ssh_hosts_slot_reaches_the_server_on_the_host(sshd, tmp_path) -> None:
+    """The slot's devices and CPUs travel with the agent's prepare and start: the sim on the host
+    holds the slot's emulated devices (sim/devices.py) and runs on the slot's CPUs only."""
+    host = ssh_host(sshd, tmp_path)
+    facts = host.slot_facts()
+    assert facts["gpu_tool"] is None and facts["allowed_cpus"], facts
+    cpu = facts["allowed_cpus"][-1]
+    host = host.model_copy(update={"slot": Slot(host="gpu-ssh", devices=(1,), cpus=(cpu,)).model_dump(mode="json")})
+    spec = ServerSpec(engine="sim", model=SIM_MODEL, server_args=SIM)
+    with host.serve(spec, step_folder(tmp_path, "trial")) as launch:
+        assert launch.devices == [1] and launch.cpus.server_cpus == [cpu] == launch.cpus.client_cpus
+        server = next(p for p in psutil.process_iter(["cmdline"]) if "sim-serve" in (p.info["cmdline"] or []) and
+                      launch.base_url.rsplit(":", 1)[1] in (p.info["cmdline"] or []))
+        assert server.environ().get("CUDA_VISIBLE_DEVICES") == "1" and server.cpu_affinity() == [cpu]
+    assert "Holding emulated devices [1]" in (launch.log_path).read_text()
+    nothing_left(host, [server.pid])

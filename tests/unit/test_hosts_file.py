@@ -100,3 +100,28 @@ def test_targets_check_reports_an_unknown_host_and_a_bad_hosts_file(repo) -> Non
     assert done.returncode == 1
     assert "gpu-b.known_hosts: a readable known_hosts file" in done.stdout
     assert "t.yaml: host: one of the hosts of" in done.stdout and "(gpu-a, local), got 'gpu-z'" in done.stdout
+
+
+@pytest.mark.parametrize("gpus, client_cpus, field, expected", [
+    ([0, 0], "auto", "gpu-a.gpus", "each device once"),
+    ([], "auto", "gpu-a.gpus", "at least 1 item"),
+    ([-1], "auto", "gpu-a.gpus.0", "greater than or equal to 0"),
+    ([0, 1], "3", "gpu-a.client_cpus", "auto or off when gpus is set"),
+])
+def test_declared_gpus_are_distinct_device_ids_and_slots_own_their_cpus(repo, gpus, client_cpus, field,
+                                                                         expected) -> None:
+    found = problems(write_hosts(repo, {"gpu-a": {**SSH, "gpus": gpus, "client_cpus": client_cpus}}))
+    matching = [p for p in found if p.startswith(f"{repo / 'hosts.yaml'}: {field}: ")]
+    assert matching and expected in matching[0], found
+    hosts, found = load_hosts(write_hosts(repo, {"gpu-a": {**SSH, "gpus": [0, 1]}, "cpu": {"kind": "local"}}))
+    assert found == [] and hosts["gpu-a"].gpus == [0, 1] and hosts["cpu"].gpus is None
+
+
+def test_a_target_that_needs_more_devices_than_its_host_declares_is_a_target_problem(repo) -> None:
+    hosts_path = write_hosts(repo, {"gpu-a": {**SSH, "gpus": [0, 1]}})
+    (repo / "targets" / "t.yaml").write_text(yaml.safe_dump({
+        "engine": "vllm", "model": "models/m", "host": "gpu-a", "server_args": ["-tp", "2", "-pp", "2"],
+        "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}))
+    good, found = load_targets(repo / "targets", hosts=load_host_names(hosts_path)[0])
+    assert good == {} and [p.field for p in found] == ["server_args"]
+    assert "at most 2 devices per launch (host 'gpu-a' declares 2" in found[0].expected and "= 4" in found[0].expected

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from hyperloom_assets.core.config.targets import HostNames, TargetProblem, targets_dir
 from hyperloom_assets.core.models import Frozen
@@ -25,6 +25,22 @@ HOSTS_FILE_ENV = "HYPERLOOM_HOSTS_FILE"
 HOST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
 # Which CPUs the benchmark client gets on a CPU-only host (resources/hosts/cpu_pinning.py).
 CLIENT_CPUS_PATTERN = r"^(auto|off|\d+(,\d+)*)$"
+# The host's accelerators by index, as its GPU tool numbers them (core/fleet/slots.py). Unset:
+# the host is one slot, held whole by one run. On a CPU-only host they are CPU sets only.
+Gpus = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+def _unique(gpus: list[int] | None) -> list[int] | None:
+    if gpus is not None and len(set(gpus)) != len(gpus):
+        raise ValueError("each device once")
+    return gpus
+
+
+def _slots_own_cpus(client_cpus: str, info: ValidationInfo) -> str:
+    """With gpus declared each slot gets its own CPUs, so a host-wide list of client CPUs cannot hold."""
+    if info.data.get("gpus") is not None and client_cpus not in ("auto", "off"):
+        raise ValueError("auto or off when gpus is set (each slot gets its own CPUs)")
+    return client_cpus
 
 
 class LocalHostConfig(Frozen):
@@ -32,8 +48,12 @@ class LocalHostConfig(Frozen):
 
     kind: Literal["local"]
     python: Path | None = None  # the interpreter with the engine; default: this venv's
+    gpus: Gpus | None = None  # none declared: a CPU-only host, or one run holds every GPU
     # "auto" (CPU-only hosts with 3+ CPUs: the client on the last CPU, the server on the rest), "off", or "2,3"
     client_cpus: str = Field(default="auto", pattern=CLIENT_CPUS_PATTERN)
+
+    _gpus_unique = field_validator("gpus")(_unique)
+    _slot_cpus = field_validator("client_cpus")(_slots_own_cpus)
 
 
 class SshHostConfig(Frozen):
@@ -48,7 +68,11 @@ class SshHostConfig(Frozen):
     python: str = Field(min_length=1)  # on the host: the interpreter that has the engine
     workdir: str = Field(min_length=1)  # on the host: pidfiles, logs, request records
     connect_timeout_s: float = Field(default=10, gt=0)
+    gpus: Gpus | None = None  # as LocalHostConfig's
     client_cpus: str = Field(default="auto", pattern=CLIENT_CPUS_PATTERN)  # as LocalHostConfig's
+
+    _gpus_unique = field_validator("gpus")(_unique)
+    _slot_cpus = field_validator("client_cpus")(_slots_own_cpus)
 
 
 HostConfig = Annotated[Union[LocalHostConfig, SshHostConfig], Field(discriminator="kind")]
@@ -162,7 +186,8 @@ def load_hosts(file: Path, check_files: bool = True) -> tuple[dict[str, HostConf
 def host_names(file: Path, hosts: dict[str, HostConfig], problems: list[TargetProblem]) -> HostNames:
     """What a target's `host` is checked against: the good hosts, and what is wrong with the bad."""
     broken = tuple((p.field.split(".")[0], f"{p.field}: {p.expected}") for p in problems if p.field != "(file)")
-    return HostNames(file=file, names=frozenset(hosts), broken=broken)
+    gpus = tuple((name, len(host.gpus)) for name, host in hosts.items() if host.gpus)
+    return HostNames(file=file, names=frozenset(hosts), broken=broken, gpus=gpus)
 
 
 def load_host_names(file: Path) -> tuple[HostNames, list[TargetProblem]]:

@@ -17,6 +17,7 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator, model
 from hyperloom_assets.core.engines import engine_for, engine_names
 from hyperloom_assets.core.engines.registry import harness_flags_for
 from hyperloom_assets.core.config.search_space import SearchSpace
+from hyperloom_assets.core.fleet.slots import SlotError, devices_per_launch
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.patch import PatchError, read_patch_file
 from hyperloom_assets.core.planning.variants import setting_key
@@ -174,6 +175,22 @@ class HostNames:
     file: Path
     names: frozenset[str]
     broken: tuple[tuple[str, str], ...] = ()  # (host, what is wrong with its entry)
+    gpus: tuple[tuple[str, int], ...] = ()  # (host, how many devices it declares), hosts with `gpus:` only
+
+    def too_few_devices(self, file: str, host: str, engine: str, server_args: list[str]) -> TargetProblem | None:
+        """A launch that takes more devices than its host declares could never get a slot."""
+        declared = dict(self.gpus).get(host)
+        if declared is None:
+            return None
+        try:
+            needed = devices_per_launch(engine, server_args)
+        except SlotError as error:
+            return TargetProblem(file=file, field="server_args", expected=str(error))
+        if needed <= declared:
+            return None
+        return TargetProblem(file=file, field="server_args", expected=(
+            f"at most {declared} devices per launch (host {host!r} declares {declared} in {self.file}), "
+            f"got tensor x pipeline x data parallel = {needed}"))
 
     def problem(self, file: str, host: str) -> TargetProblem | None:
         if host in self.names:
@@ -286,6 +303,9 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     unknown_host = hosts.problem(file, target.host) if hosts is not None else None
     if unknown_host is not None:
         problems.append(unknown_host)
+    too_few = hosts.too_few_devices(file, target.host, target.engine, target.server_args) if hosts else None
+    if too_few is not None:
+        problems.append(too_few)
     root = path.resolve().parent.parent
     target = _with_resolved_paths(target, root)
     if check_paths:

@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 from hyperloom_assets.core.engines.spec import (
     AccuracyRisk,
     CliParser,
+    DeviceFlags,
     Distribution,
     EngineSpec,
     Entry,
@@ -110,4 +111,5 @@ ENGINE = EngineSpec(
     cli_parser=CliParser(parser_class="atom.utils.arg_parser:FlexibleArgumentParser",
                          builder="atom.model_engine.arg_utils:EngineArgs.add_cli_args"),
     profiler=Profiler(server_args=profiler_args),
+    devices=DeviceFlags(tensor=("--tensor-parallel-size", "-tp"), data=("--data-parallel-size", "-dp")),
 )

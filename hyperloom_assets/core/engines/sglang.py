@@ -17,6 +17,7 @@ from hyperloom_assets.core.engines.evidence import parse_sglang_server_args
 from hyperloom_assets.core.engines.spec import (
     AccuracyRisk,
     CliParser,
+    DeviceFlags,
     Distribution,
     EngineSpec,
     Entry,
@@ -114,4 +115,7 @@ ENGINE = EngineSpec(
     source_context=("srt/managers/scheduler.py",),
     metrics=METRICS,
     profiler=Profiler(server_args=no_profiler_args, env=profiler_env, trace_glob="**/*.trace.json*"),
+    # Under DP attention the data-parallel ranks share the tensor-parallel group's GPUs.
+    devices=DeviceFlags(tensor=("--tp-size", "--tensor-parallel-size"), pipeline=("--pp-size", "--pipeline-parallel-size"),
+                        data=("--dp-size",), data_within_tensor="--enable-dp-attention"),
 )

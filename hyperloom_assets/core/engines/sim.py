@@ -17,6 +17,7 @@ from hyperloom_assets.core.engines import atom, sglang, vllm
 from hyperloom_assets.core.engines.evidence import parse_sglang_server_args, parse_vllm_non_default_args
 from hyperloom_assets.core.engines.spec import (
     CliParser,
+    DeviceFlags,
     Distribution,
     EngineSpec,
     Entry,
@@ -174,4 +175,5 @@ ENGINE = EngineSpec(
     profiler=Profiler(server_args=profiler_args, stop_timeout_s=30.0, free_when_idle=True, warms_up=False,
                       source=ProfileSource(evidence="sim performance model", report="the sim's performance model",
                                            time_unit="simulated ms")),
+    devices=DeviceFlags(tensor=("--tp",)),  # its harness's tensor-parallel degree, one device per rank
 )

@@ -200,6 +200,22 @@ class Profiler(Frozen):
         return frozenset(token for token in self.server_args("") if token.startswith("--"))
 
 
+class DeviceFlags(Frozen):
+    """The flags that set how many accelerators one server takes: their sizes multiply
+    (core/fleet/slots.py). Each tuple is one size's spellings, first the canonical one.
+
+    `data_within_tensor`: a flag under which data parallelism splits the tensor-parallel
+    group's own devices instead of adding its own (SGLang's DP attention)."""
+    tensor: tuple[str, ...] = ()
+    pipeline: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
+    data_within_tensor: str | None = None
+
+    def flags(self) -> frozenset[str]:
+        return frozenset({*self.tensor, *self.pipeline, *self.data,
+                          *((self.data_within_tensor,) if self.data_within_tensor else ())})
+
+
 class EngineSpec(Frozen):
     name: str
     listed_at: int  # its place in the lists users read (errors, `targets check`)
@@ -255,6 +271,7 @@ class EngineSpec(Frozen):
     # Source files a model proposing patches is shown (package-relative), within a size bound.
     source_context: tuple[str, ...] = ()
     profiler: Profiler | None = None  # its own profiler; None: no profile can be taken
+    devices: DeviceFlags = DeviceFlags()  # how many accelerators a server takes; none: one
 
     def profile_source(self) -> ProfileSource:
         return self.profiler.source if self.profiler else ProfileSource()

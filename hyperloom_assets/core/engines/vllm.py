@@ -17,6 +17,7 @@ from hyperloom_assets.core.engines.evidence import parse_vllm_non_default_args
 from hyperloom_assets.core.engines.spec import (
     AccuracyRisk,
     CliParser,
+    DeviceFlags,
     Distribution,
     EngineSpec,
     Entry,
@@ -141,4 +142,6 @@ ENGINE = EngineSpec(
     source_context=("v1/core/sched/scheduler.py", "v1/worker/cpu_worker.py"),
     metrics=METRICS,
     profiler=Profiler(server_args=profiler_args),
+    devices=DeviceFlags(tensor=("--tensor-parallel-size", "-tp"), pipeline=("--pipeline-parallel-size", "-pp"),
+                        data=("--data-parallel-size", "-dp")),
 )

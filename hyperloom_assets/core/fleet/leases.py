@@ -69,12 +69,19 @@ def decide(lease: Lease | None, me: Holder, holder_alive: bool | None, now: date
     return Verdict.NEEDS_RECOVERY if lease.expired(now) else Verdict.BLOCKED
 
 
+def lease_subject(key: str) -> str:
+    """A lease row's key in words: a host's own row, or one device of it (core/fleet/slots.device_lease_key)."""
+    host, _, device = key.partition("/")
+    return f"device {device} of host {host!r}" if device else f"host {host!r}"
+
+
 def blocked_message(lease: Lease, verdict: Verdict, now: datetime) -> str:
     """Who holds the host and since when, and what the operator can do."""
     age = (now - lease.heartbeat_at).total_seconds()
-    text = (f"host {lease.host!r} is leased by {lease.holder.describe()} since {lease.since()}; "
+    host = lease.host.partition("/")[0]
+    text = (f"{lease_subject(lease.host)} is leased by {lease.holder.describe()} since {lease.since()}; "
             f"last heartbeat {age:.0f} s ago (TTL {lease.ttl_s:.0f} s)")
     if verdict is Verdict.NEEDS_RECOVERY:
         text += (f". The holder is in another owner scope and its heartbeat expired; once you have confirmed "
-                 f"that scope is gone, run `hyperloom recover {lease.host} --confirm-scope-gone`")
+                 f"that scope is gone, run `hyperloom recover {host} --confirm-scope-gone`")
     return text

@@ -61,6 +61,7 @@ class LaunchRecord(Strict):
     engine_version: str | None = None
     engine_path: str | None = None  # the file the server said its engine package came from
     cpus: CpuPlacement | None = None  # None: server and client share every CPU
+    devices: list[int] | None = None  # its slot's devices (core/fleet/slots.py); None: the host's every device
 
     @property
     def argv_text(self) -> str:
