@@ -27,9 +27,9 @@ from hyperloom_assets.core.decisions.climb import (
     SloCheck,
     TrialMeasurement,
     TrialRecord,
-    climb,
     launched_changes,
 )
+from hyperloom_assets.core.decisions.parallel import climb_parallel
 from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
@@ -51,6 +51,7 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
+from hyperloom_assets.resources.hosts.slot_pool import PooledHost
 from hyperloom_assets.resources.measure import MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.proposer.providers import LlmProviders
 from hyperloom_assets.resources.store.llm_calls import LlmCallLog
@@ -65,7 +66,8 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
                store: ResultStore, llm: LlmProviders, baseline: BaselineResult, roofline: RooflineResult,
                profile: ProfileResult, candidates: list[Variant]) -> dg.Output[TrialsResult]:
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
-        host = hosts.for_target(target)
+        slots = hosts.slot_hosts(target)  # parallel_trials: every launch takes a free one of the run's slots
+        host = PooledHost(slots) if len(slots) > 1 else slots[0]
         settings = settings_for(target)
         klass = target_class(target, baseline, roofline)
         rounds = RoundInputs.for_asset(context, target, host, llm, store, baseline, roofline, settings,
@@ -74,10 +76,11 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
                              target, baseline, roofline, profile.evidence())
         with recorded_stops(context, store, "trials"):
             result = run_climb(context, target, host, bench, store, baseline, roofline, candidates, rounds, critic,
-                               klass)
+                               klass, slots=len(slots))
         kept = [t for t in result.climb.trials if t.outcome == "KEEP"]
         return dg.Output(result, metadata={
             "trials_run": len(result.climb.trials), "kept": len(kept), "stop_reason": result.climb.stop_reason,
+            "slots": len(slots),
             "launch_noise_history_dof": result.launch_noise_dof,
             "best_gain_pct": rounded(result.climb.best_gain_pct(), "%"),
             "trials": table_value(trials_table(result.climb.trials)),
@@ -160,7 +163,7 @@ class PatchCritic:
 def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
               baseline: BaselineResult, roofline: RooflineResult,
               first_plan: list[Variant], rounds: RoundInputs | None = None,
-              critic: PatchCritic | None = None, klass: RecipeClass | None = None) -> TrialsResult:
+              critic: PatchCritic | None = None, klass: RecipeClass | None = None, slots: int = 1) -> TrialsResult:
     name, key = context.partition_key, baseline.context_key
     history: list[TrialRecord] = []  # the trials so far: the planner's and the proposer's evidence
     tried_patches: set[str] = set()  # sha256 of every patch tried in this run: each is tried once
@@ -193,14 +196,13 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
     gate = LaunchGate(host, target.accuracy_check(), step_dir(host, name, context.run.run_id, "accuracy"),
                       launch_spec, context.log, baseline_answers=baseline.gate_answers)
     noise_key, prior = _launch_noise_prior(context, store, target, baseline)
-    result = climb(repeat_values(baseline.measurement, target.objective), baseline.measuring_s, budget, plan,
-                   _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
-                   checks=Checks(admit=trees.admit, gate=gate.judge_variant,
-                                 review=(lambda keepers, variant: critic.review(history, keepers, variant))
-                                 if critic else None,
-                                 slo=SloCheck(target.slo, baseline.measurement.latency, target.objective)
-                                 if target.slo else None, skip=slo_skip(target, roofline.roofline)),
-                   prior=prior)
+    checks = Checks(admit=trees.admit, gate=gate.judge_variant,
+                    review=(lambda keepers, variant: critic.review(history, keepers, variant)) if critic else None,
+                    slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
+                    skip=slo_skip(target, roofline.roofline))
+    result = climb_parallel(repeat_values(baseline.measurement, target.objective), baseline.measuring_s, budget, plan,
+                            _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
+                            slots=slots, checks=checks, prior=prior)
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))
     record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "

@@ -52,9 +52,9 @@ class HostFleet(dg.ConfigurableResource):
     lease_ttl_s: float = DEFAULT_TTL_S
     # How long a run waits for a slot on a host that declares its GPUs while live runs hold them.
     slot_wait_s: float = 1800.0
-    _slot: Slot | None = PrivateAttr(default=None)
+    _slots: list[Slot] = PrivateAttr(default_factory=list)  # the run's, the first for its one-launch steps
 
-    def host(self, name: str) -> Host:
+    def host(self, name: str, slot: Slot | None = None) -> Host:
         """The host resource for a name of the hosts file; HostsError naming what is wrong."""
         file = self.catalog.hosts_path()
         hosts, problems = load_hosts(file)
@@ -64,7 +64,8 @@ class HostFleet(dg.ConfigurableResource):
                 f"a host of the hosts file ({', '.join(sorted(hosts))})"))])
         config = hosts[name]
         # The run's slot goes with its host: every launch of the run sees only the slot's devices.
-        slot = {"slot": self._slot.model_dump(mode="json")} if self._slot and self._slot.host == name else {}
+        slot = slot or next((held for held in self._slots if held.host == name), None)
+        slot = {"slot": slot.model_dump(mode="json")} if slot else {}
         if name == LOCAL:
             return self.local.model_copy(update={"client_cpus": config.client_cpus, **slot,
                                                  **({"python": str(config.python)} if config.python else {})})
@@ -82,6 +83,11 @@ class HostFleet(dg.ConfigurableResource):
 
     def for_target(self, target: Target) -> Host:
         return self.host(target.host)
+
+    def slot_hosts(self, target: Target) -> list[Host]:
+        """One host per slot the run holds on the target's host (parallel trials), else the host alone."""
+        held = [slot for slot in self._slots if slot.host == target.host]
+        return [self.host(target.host, slot) for slot in held] or [self.host(target.host)]
 
     def run_target(self, run: dg.DagsterRun | None) -> Target | None:
         """The target a run serves, from the run's snapshot of the target file."""
@@ -111,7 +117,7 @@ class HostFleet(dg.ConfigurableResource):
                     held.enter_context(HostLeases(self.store).hold(name, holder, self.lease_ttl_s,
                                                                    on_warning=context.log.warning))
                 else:
-                    self._slot = held.enter_context(self._hold_slot(host, gpus, target, holder, context))
+                    self._slots = self._hold_slots(held, host, gpus, target, holder, context)
             except SlotError as exc:  # the target asks more devices than the host has: its config, not the host
                 raise dg.Failure(description=str(exc), metadata={"host": name}) from exc
             except HostLeased as exc:
@@ -121,13 +127,28 @@ class HostFleet(dg.ConfigurableResource):
                                        detail=str(exc).splitlines()[0][:500], run_id=run.run_id)
                 raise dg.Failure(description=str(exc), metadata={"stop_reason": ENVIRONMENT_UNAVAILABLE,
                                                                   "host": name}) from exc
-            context.log.info(f"{self._slot.describe() if self._slot else f'host {name!r}'} leased by {holder.describe()}")
+            what = "; ".join(slot.describe() for slot in self._slots) or f"host {name!r}"
+            context.log.info(f"{what} leased by {holder.describe()}")
             if context.instance is not None:
                 held.enter_context(self.local.watching_run(context.instance, run.run_id))
             yield self
 
-    def _hold_slot(self, host: Host, gpus: list[int], target: Target, holder, context: dg.InitResourceContext):
-        """The run's slot of as many devices as one launch of the target takes (slot_leases.py)."""
-        count = devices_per_launch(target.engine, target.server_args)
-        return hold_slot(HostLeases(self.store), host, gpus, count, holder, self.lease_ttl_s, self.slot_wait_s,
-                         on_warning=context.log.warning, on_wait=context.log.info)
+    def _hold_slots(self, held: ExitStack, host: Host, gpus: list[int], target: Target, holder,
+                    context: dg.InitResourceContext) -> list[Slot]:
+        """The run's slots, each of as many devices as one launch of the target takes (slot_leases.py):
+        `parallel_trials` of them, waited for; with `auto`, the first waited for and every other free one."""
+        count, leases = devices_per_launch(target.engine, target.server_args), HostLeases(self.store)
+        wanted = len(gpus) // count if target.parallel_trials == "auto" else target.parallel_trials
+        slots: list[Slot] = []
+        for _ in range(wanted):
+            wait_s = 0.0 if slots and target.parallel_trials == "auto" else self.slot_wait_s
+            try:
+                mine = frozenset(device for slot in slots for device in slot.devices)
+                slots.append(held.enter_context(hold_slot(leases, host, gpus, count, holder, self.lease_ttl_s, wait_s,
+                                                          on_warning=context.log.warning, on_wait=context.log.info,
+                                                          mine=mine)))
+            except HostLeased:
+                if not slots or target.parallel_trials != "auto":
+                    raise
+                break  # auto: the slots free now are the run's
+        return slots

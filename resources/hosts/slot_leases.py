@@ -53,8 +53,10 @@ def _refusal(blocking: dict[int | None, Lease], host: str, count: int, me: Holde
 @contextmanager
 def hold_slot(leases: HostLeases, host: Host, gpus: list[int], count: int, me: Holder,
               ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0,
-              on_warning: Callable[[str], None] = print, on_wait: Callable[[str], None] = print) -> Iterator[Slot]:
-    """The run's slot of `count` devices on `host`, its devices leased for the block.
+              on_warning: Callable[[str], None] = print, on_wait: Callable[[str], None] = print,
+              mine: frozenset[int] = frozenset()) -> Iterator[Slot]:
+    """The run's slot of `count` devices on `host`, its devices leased for the block; `mine`: the
+    devices of the run's other slots, never shared with this one.
 
     Raises SlotError (the host declares too few devices) or HostLeased (none free in time)."""
     facts = host.slot_facts()
@@ -62,7 +64,7 @@ def hold_slot(leases: HostLeases, host: Host, gpus: list[int], count: int, me: H
     deadline, waited = time.monotonic() + wait_s, False
     while True:
         blocking = blocking_leases(leases, host.name, me)
-        busy = set(gpus) if None in blocking else {device for device in blocking if device is not None}
+        busy = set(gpus) if None in blocking else {device for device in blocking if device is not None} | mine
         slot = plan_slot(host.name, gpus, busy, count, facts["allowed_cpus"], links, vendor)
         if slot is not None:
             with ExitStack() as held:
@@ -76,6 +78,9 @@ def hold_slot(leases: HostLeases, host: Host, gpus: list[int], count: int, me: H
                     continue
                 yield slot
                 return
+        if not blocking:  # only the run's own other slots stand in the way: waiting cannot help
+            raise HostLeased(f"no free slot of {count} device(s) on host {host.name!r}: the run's other slots hold "
+                             f"{sorted(mine)} of {gpus}", Verdict.BLOCKED)
         if all(_needs_recovery(lease, me) for lease in blocking.values()) or time.monotonic() >= deadline:
             raise _refusal(blocking, host.name, count, me)
         if not waited:

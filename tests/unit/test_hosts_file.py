@@ -125,3 +125,16 @@ def test_a_target_that_needs_more_devices_than_its_host_declares_is_a_target_pro
     good, found = load_targets(repo / "targets", hosts=load_host_names(hosts_path)[0])
     assert good == {} and [p.field for p in found] == ["server_args"]
     assert "at most 2 devices per launch (host 'gpu-a' declares 2" in found[0].expected and "= 4" in found[0].expected
+
+
+@pytest.mark.parametrize("host, parallel, expected", [
+    ("local", 2, "1 or auto on host 'local', which declares no gpus"),
+    ("gpu-a", 3, "at most 2 slots of 2 device(s) on host 'gpu-a' (4 declared"),
+])
+def test_parallel_trials_needs_a_host_with_room_for_that_many_slots(repo, host, parallel, expected) -> None:
+    hosts_path = write_hosts(repo, {"gpu-a": {**SSH, "gpus": [0, 1, 2, 3]}})
+    (repo / "targets" / "t.yaml").write_text(yaml.safe_dump({
+        "engine": "vllm", "model": "models/m", "host": host, "server_args": ["-tp", "2"], "parallel_trials": parallel,
+        "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}))
+    good, found = load_targets(repo / "targets", hosts=load_host_names(hosts_path)[0])
+    assert good == {} and [p.field for p in found] == ["parallel_trials"] and expected in found[0].expected, found

@@ -113,6 +113,8 @@ class Target(Strict):
     target_gain_pct: float = Field(default=10, gt=0)
     max_trials: PositiveInt = 12
     time_budget_min: float | None = Field(default=None, gt=0)
+    # Slots measured at once (core/decisions/parallel.py), or "auto": every slot free at the run's start.
+    parallel_trials: PositiveInt | Literal["auto"] = 1
     repeats: PositiveInt = 3
     sweep_concurrencies: list[PositiveInt] | None = None
     proposer: ProposerField | None = None  # {provider: rules|anthropic|openai, model, max_proposals, max_rounds}
@@ -177,20 +179,29 @@ class HostNames:
     broken: tuple[tuple[str, str], ...] = ()  # (host, what is wrong with its entry)
     gpus: tuple[tuple[str, int], ...] = ()  # (host, how many devices it declares), hosts with `gpus:` only
 
-    def too_few_devices(self, file: str, host: str, engine: str, server_args: list[str]) -> TargetProblem | None:
-        """A launch that takes more devices than its host declares could never get a slot."""
-        declared = dict(self.gpus).get(host)
+    def slot_problem(self, file: str, target: "Target") -> TargetProblem | None:
+        """A launch that takes more devices than its host declares could never get a slot, nor
+        `parallel_trials` slots more than the host has."""
+        declared = dict(self.gpus).get(target.host)
+        parallel = target.parallel_trials
         if declared is None:
+            if isinstance(parallel, int) and parallel > 1:
+                return TargetProblem(file=file, field="parallel_trials", expected=(
+                    f"1 or auto on host {target.host!r}, which declares no gpus in {self.file} (one slot); got {parallel}"))
             return None
         try:
-            needed = devices_per_launch(engine, server_args)
+            needed = devices_per_launch(target.engine, target.server_args)
         except SlotError as error:
             return TargetProblem(file=file, field="server_args", expected=str(error))
-        if needed <= declared:
-            return None
-        return TargetProblem(file=file, field="server_args", expected=(
-            f"at most {declared} devices per launch (host {host!r} declares {declared} in {self.file}), "
-            f"got tensor x pipeline x data parallel = {needed}"))
+        if needed > declared:
+            return TargetProblem(file=file, field="server_args", expected=(
+                f"at most {declared} devices per launch (host {target.host!r} declares {declared} in {self.file}), "
+                f"got tensor x pipeline x data parallel = {needed}"))
+        if isinstance(parallel, int) and parallel * needed > declared:
+            return TargetProblem(file=file, field="parallel_trials", expected=(
+                f"at most {declared // needed} slots of {needed} device(s) on host {target.host!r} "
+                f"({declared} declared in {self.file}), got {parallel}"))
+        return None
 
     def problem(self, file: str, host: str) -> TargetProblem | None:
         if host in self.names:
@@ -303,9 +314,9 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     unknown_host = hosts.problem(file, target.host) if hosts is not None else None
     if unknown_host is not None:
         problems.append(unknown_host)
-    too_few = hosts.too_few_devices(file, target.host, target.engine, target.server_args) if hosts else None
-    if too_few is not None:
-        problems.append(too_few)
+    slots = hosts.slot_problem(file, target) if hosts is not None else None
+    if slots is not None:
+        problems.append(slots)
     root = path.resolve().parent.parent
     target = _with_resolved_paths(target, root)
     if check_paths:

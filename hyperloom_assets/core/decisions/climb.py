@@ -28,10 +28,24 @@ to break: planning/slo_ceiling.py).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import NamedTuple
-
+from hyperloom_assets.core.decisions.climb_state import (  # noqa: F401 - the climb's vocabulary, from here too
+    BASELINE,
+    OVERTIME,
+    AdmitFn,
+    Budget,
+    Checks,
+    ClimbResult,
+    ClimbState,
+    GateFn,
+    PlanFn,
+    ReviewFn,
+    SkipFn,
+    SloCheck,
+    SloState,
+    gain_pct,
+    launched_changes,
+)
+from hyperloom_assets.core.decisions.ledger import Launcher, Ledger, MeasureFn
 from hyperloom_assets.core.decisions.rule import (
     Decision,
     Outcome,
@@ -49,90 +63,14 @@ from hyperloom_assets.core.decisions.rule import (
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.core.config.targets import Objective, TargetSlo
+from hyperloom_assets.core.decisions.trial_record import TrialMeasurement, TrialRecord
 from hyperloom_assets.core.measurement.latency import Latency
-from hyperloom_assets.core.measurement.slo_verdict import SloVerdict, slo_verdict
-from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise, launch_gain_interval
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
+from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
-from hyperloom_assets.core.decisions.ledger import Launcher, Ledger, MeasureFn
-from hyperloom_assets.core.decisions.trial_record import TrialMeasurement, TrialRecord
 from hyperloom_assets.core.proposer.critic_rules import Review
-
-BASELINE = "baseline"  # the evidence key of the operator's config
-OVERTIME = "overtime"  # the error class of a launch the measure stopped at the overtime limit
-
-
-class Budget(Strict):
-    max_trials: int
-    target_gain_pct: float
-    deadline_s: float | None = None  # time.monotonic() value after which no trial starts
-
-
-class ClimbResult(Strict):
-    trials: list[TrialRecord]
-    keepers: list[Variant]
-    evidence: dict[str, Launches]  # config key -> its launches: the launch-noise estimate's data
-    best_key: str
-    stop_reason: str
-
-    @property
-    def baseline_launches(self) -> Launches:  # relaunches beside trials included
-        return self.evidence[BASELINE]
-
-    @property
-    def best_launches(self) -> Launches:
-        return self.evidence[self.best_key]
-
-    def best_gain_pct(self) -> float:
-        return gain_pct(self.best_launches, self.baseline_launches)
-
-
-PlanFn = Callable[[list[Variant], set[str]], list[Variant]]
-# (keepers, variant) -> why its source patch does not apply to the running best, or None (before any launch)
-AdmitFn = Callable[[list[Variant], Variant], "str | None"]
-# (keepers, variant) -> (verdict, why): the accuracy gate on a risky variant that won on throughput
-GateFn = Callable[[list[Variant], Variant], "tuple[str, str]"]
-# (keepers, variant) -> the critic's review of a planned patch, before `git apply` (a model's
-# proposal was reviewed when it was proposed)
-ReviewFn = Callable[[list[Variant], Variant], Review]
-# (variant, the trials so far) -> True to pass it over: what the trials since the plan was made rule out
-SkipFn = Callable[[Variant, list[TrialRecord]], bool]
-
-
-class SloCheck(NamedTuple):
-    """The target's SLO, and the baseline launch's latency: whether the climb starts inside it.
-    With `objective` goodput (which needs an SLO) launches are compared on their goodputs."""
-    slo: TargetSlo
-    baseline: Latency | None
-    objective: Objective = "throughput"
-
-    def verdict(self, latencies: list[Latency | None]) -> SloVerdict:
-        return slo_verdict(self.slo, latencies)
-
-
-class Checks(NamedTuple):
-    """What a trial must pass besides throughput; all optional (a target without a tree has no patches)."""
-    admit: AdmitFn | None = None
-    gate: GateFn | None = None
-    review: ReviewFn | None = None
-    slo: SloCheck | None = None
-    skip: SkipFn | None = None
-
-
-def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
-    """What a `measure` call launches on top of the operator's config."""
-    return [*keepers, variant] if variant is not None else list(keepers)
-
-
-def gain_pct(launches: Launches, anchor: Launches) -> float:
-    return launch_gain_interval(launches, anchor)[0]
-
-
-class _SloState(NamedTuple):
-    check: SloCheck
-    best_meets: bool  # whether the running best meets the SLO: a keeper always does
 
 
 class _Judged(Strict):
@@ -151,7 +89,7 @@ class _Judged(Strict):
     last: TrialMeasurement
 
 
-def _values(result: TrialMeasurement, slo: _SloState | None) -> list[float]:
+def objective_values(result: TrialMeasurement, slo: SloState | None) -> list[float]:
     """The launch's per-repeat values of the objective: what decisions compare."""
     if slo is None or slo.check.objective == "throughput":
         return result.throughputs
@@ -166,12 +104,13 @@ def _ids(result: TrialMeasurement) -> list[int]:
 
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
            baseline_measuring_s: float, launch: Launcher, prior: LaunchNoise | None = None,
-           slo: _SloState | None = None) -> _Judged:
+           slo: SloState | None = None, first: TrialMeasurement | None = None) -> _Judged:
     """Measure until decided: NEEDS_REVIEW is measured again, at most max_looks(prior) times.
 
     From the second look on, the running best is re-launched first whenever it has no
     more launches than the variant, so both sides carry launch noise and time drift alike.
     Under an SLO each launch of the variant is held to it first (the module docstring).
+    `first`: the variant's first look, when a batch already measured it (parallel.py).
     """
     judged = _Judged(decision=failed("not measured"), last=TrialMeasurement())
     tests = max_looks(prior)  # looks that can keep; a look without an interval is not one
@@ -183,8 +122,8 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
                 judged.decision, judged.last = failed(f"the running best failed when launched again: "
                                                       f"{_first_line(again)}"), again
                 return judged
-            judged.best_launches.append(_values(again, slo))
-        result = launch("variant", keepers, variant)
+            judged.best_launches.append(objective_values(again, slo))
+        result = first if look == 1 and first is not None else launch("variant", keepers, variant)
         judged.looks, judged.last = look, result
         judged.ids += _ids(result)
         if result.error_class == OVERTIME:
@@ -193,7 +132,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
         if result.error_class is not None:
             judged.decision = failed(f"{result.error_class}: {_first_line(result)}")
             return judged
-        judged.launches.append(_values(result, slo))
+        judged.launches.append(objective_values(result, slo))
         if slo is not None and slo.check.objective != "throughput":
             judged.output_throughputs.append(result.throughputs)
         if is_overtime(result.measuring_s, baseline_measuring_s):  # a measure that does not stop launches
@@ -210,7 +149,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
     return judged
 
 
-def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: _SloState) -> bool:
+def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: SloState) -> bool:
     """Judge the variant's launches so far on the SLO; True when that decides the trial."""
     judged.latencies.append(result.latency)
     judged.slo = slo.check.verdict(judged.latencies)
@@ -224,7 +163,7 @@ def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: _SloState) -> b
 
 
 def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Launcher,
-             slo: _SloState | None = None) -> None:
+             slo: SloState | None = None) -> None:
     """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP
     (under an SLO: meet it; and gain on throughput unless the KEEP was for meeting it)."""
     fresh = launch("rebench", stack, None)
@@ -234,7 +173,7 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
         judged.decision = stack_unstable(f"a fresh launch of the whole stack failed: {fresh.error_class}: "
                                          f"{_first_line(fresh)}")
         return
-    judged.rebench_launches.append(_values(fresh, slo))
+    judged.rebench_launches.append(objective_values(fresh, slo))
     if slo is not None:
         fresh_slo = slo.check.verdict([fresh.latency])
         if not fresh_slo.met:
@@ -244,7 +183,7 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
             judged.decision = judged.decision.model_copy(
                 update={"reason": f"{judged.decision.reason}; a fresh launch of the stack meets the SLO too"})
             return
-    joined = decide_stack([_values(fresh, slo)], best)
+    joined = decide_stack([objective_values(fresh, slo)], best)
     if joined.outcome == Outcome.KEEP_UNSTABLE:
         judged.decision = joined
     else:
@@ -255,95 +194,75 @@ def _first_line(result: TrialMeasurement) -> str:
     return (result.error or "").splitlines()[0][:300] if result.error else ""
 
 
-def _next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str],
-                  skip: Callable[[Variant], bool] | None = None) -> Variant | None:
-    for variant in plan:
-        if trial_fingerprint(keepers, variant) not in seen and not (skip and skip(variant)):
-            return variant
-    return None
-
-
-def _stop_reason(trials: list[TrialRecord], gain: float, budget: Budget) -> StopReason | None:
-    # The running estimate, not the validated gain: validating costs four launches, so it
-    # runs once, on the final stack (StopReason.TARGET_REACHED's description says so).
-    if gain >= budget.target_gain_pct:
-        return StopReason.TARGET_REACHED
-    if len(trials) >= budget.max_trials:
-        return StopReason.BUDGET_EXHAUSTED
-    if budget.deadline_s is not None and time.monotonic() >= budget.deadline_s:
-        return StopReason.TIME_EXHAUSTED
-    return None
-
-
 def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn, measure: MeasureFn,
           ledger: Ledger, *, checks: Checks | None = None, prior: LaunchNoise | None = None) -> ClimbResult:
     """`baseline` is the baseline's per-repeat values of the objective (objective.repeat_values):
     its one launch; `prior` the launch noise of earlier runs of the same host, engine and model
     (decisions/history.py)."""
     checks = checks or Checks()
-    best_meets = checks.slo.verdict([checks.slo.baseline]).met if checks.slo else True
-    keepers: list[Variant] = []
-    evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
-    best_key = BASELINE
-    trials: list[TrialRecord] = []
-    seen: set[str] = set()
-    candidates = plan(keepers, set())
-
-    def result(stop_reason: str) -> ClimbResult:
-        return ClimbResult(trials=trials, keepers=keepers, evidence=evidence, best_key=best_key,
-                           stop_reason=stop_reason)
-
+    state = ClimbState(baseline, plan, checks)
     while True:
-        reason = _stop_reason(trials, gain_pct(evidence[best_key], evidence[BASELINE]), budget)
+        reason = state.stop(budget)
         if reason:
-            return result(reason.value)
-        variant = _next_variant(candidates, keepers, seen,
-                                (lambda v: checks.skip(v, trials)) if checks.skip else None)
+            return state.result(reason.value)
+        variant = state.next_variant()
         if variant is None:
-            return result(StopReason.NO_MORE_CANDIDATES.value)
-        fingerprint = trial_fingerprint(keepers, variant)
-        seen.add(fingerprint)
+            return state.result(StopReason.NO_MORE_CANDIDATES.value)
+        index, fingerprint = len(state.trials) + 1, trial_fingerprint(state.keepers, variant)
         record = ledger.recall(fingerprint)
         if record is not None:
-            record = record.model_copy(update={"index": len(trials) + 1, "replayed": True})
+            record = record.model_copy(update={"index": index, "replayed": True})
         else:
-            others = [launches for key, launches in evidence.items() if key not in (best_key, fingerprint)]
-            launch = Launcher(fingerprint, len(trials) + 1, variant.name, measure, ledger)
-            slo = _SloState(checks.slo, best_meets) if checks.slo else None
-            record = _measure_trial(len(trials) + 1, fingerprint, variant, keepers, evidence[best_key], others,
-                                    baseline_measuring_s, launch, checks, prior, slo)
+            launch = Launcher(fingerprint, index, variant.name, measure, ledger)
+            record = _measure_trial(index, fingerprint, variant, state.keepers, state.evidence[state.best_key],
+                                    state.others(fingerprint), baseline_measuring_s, launch, checks, prior,
+                                    state.slo())
             ledger.remember(record)
-        evidence[best_key] = evidence[best_key] + record.best_launches
-        if record.launches or record.rebench_launches:  # the rebench launched the same config
-            evidence[fingerprint] = evidence.get(fingerprint, []) + record.launches + record.rebench_launches
-        trials.append(record)
-        ledger.on_trial(record)
-        if record.decision.outcome == Outcome.KEEP:
-            keepers = [*keepers, variant]
-            best_key = fingerprint
-            best_meets = True  # under an SLO nothing that breaks it is kept
-            candidates = plan(keepers, set())
+        state.settle(record, variant, ledger)
+
+
+def _against(keepers: list[Variant]) -> str:
+    return f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
+
+
+def checked(index: int, fingerprint: str, variant: Variant, keepers: list[Variant],
+             checks: Checks) -> tuple[TrialRecord | None, Review | None]:
+    """(the record of a trial the critic or the tree refuses before any launch, or None; the review)."""
+    review = checks.review(keepers, variant) if checks.review and variant.patches and variant.llm is None else None
+    decision = critic_rejected(review.text()) if review is not None and not review.approved else None
+    if decision is None:
+        refusal = checks.admit(keepers, variant) if checks.admit and variant.patches else None
+        decision = rejected(refusal) if refusal is not None else None
+    if decision is None:
+        return None, review
+    return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant,
+                       against=_against(keepers), decision=decision, measurements=0, launches=[],
+                       review=review), review
 
 
 def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
                    others: list[Launches], baseline_measuring_s: float, launch: Launcher,
-                   checks: Checks, prior: LaunchNoise | None = None, slo: _SloState | None = None) -> TrialRecord:
-    against = f"stack of {len(keepers)} keeper(s)" if keepers else "baseline"
-    review = checks.review(keepers, variant) if checks.review and variant.patches and variant.llm is None else None
-    if review is not None and not review.approved:
-        return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
-                           decision=critic_rejected(review.text()), measurements=0, launches=[], review=review)
-    refusal = checks.admit(keepers, variant) if checks.admit and variant.patches else None
-    if refusal is not None:
-        return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
-                           decision=rejected(refusal), measurements=0, launches=[], review=review)
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior, slo)
+                   checks: Checks, prior: LaunchNoise | None = None, slo: SloState | None = None) -> TrialRecord:
+    refused, review = checked(index, fingerprint, variant, keepers, checks)
+    if refused is not None:
+        return refused
+    return judged_trial(index, fingerprint, variant, keepers, best, others, baseline_measuring_s, launch, checks,
+                        prior, slo, review)
+
+
+def judged_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
+                 others: list[Launches], baseline_measuring_s: float, launch: Launcher, checks: Checks,
+                 prior: LaunchNoise | None = None, slo: SloState | None = None, review: Review | None = None,
+                 first: TrialMeasurement | None = None) -> TrialRecord:
+    """A checked trial measured until decided, gated and rebenched: its record."""
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior, slo, first)
     if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
         judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
     if judged.decision.outcome == Outcome.KEEP:  # after the gate: a wrong answer is not worth a launch
         _rebench(judged, [*keepers, variant], best + judged.best_launches, launch, slo)
     last = judged.last
-    return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant, against=against,
+    return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant,
+                       against=_against(keepers),
                        decision=judged.decision, measurements=judged.looks,
                        launches=judged.launches, best_launches=judged.best_launches, rebenches=judged.rebenches,
                        rebench_launches=judged.rebench_launches, measurement_ids=judged.ids,

@@ -62,6 +62,8 @@ class Outcome(str, Enum):
     FAILED = "FAILED"
     KILLED_OVERTIME = "KILLED_OVERTIME"
     REJECTED = "REJECTED"  # a source patch the critic rejected, or that does not apply to the running best's tree: never launched
+    # won against a running best that another trial of its batch replaced first: judged again on the new stack
+    SUPERSEDED = "SUPERSEDED"
 
 
 class Decision(Strict):
@@ -153,6 +155,14 @@ def decide_stack(fresh: Launches, best: Launches) -> Decision:
 def stack_unstable(why: str, gain: float | None = None) -> Decision:
     """KEEP_UNSTABLE: a REVERT of a keeper the stack rebench did not confirm."""
     return Decision(outcome=Outcome.KEEP_UNSTABLE, reason=f"{STACK_UNSTABLE}: {why}; evicted", gain_pct=gain)
+
+
+def superseded(won: Decision, new_best: str) -> Decision:
+    """A batch trial's KEEP against a running best that an earlier trial of the batch replaced
+    (core/decisions/parallel.py): never kept as it stands, measured again on the new stack."""
+    return won.model_copy(update={"outcome": Outcome.SUPERSEDED, "reason": (
+        f"superseded: won against the old running best ({won.reason}), but {new_best} was kept first in its batch; "
+        f"judged again on the new stack")})
 
 
 def failed(reason: str) -> Decision:

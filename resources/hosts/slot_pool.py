@@ -1,0 +1,81 @@
+"""A run's slots as one host: each server it starts takes a free slot for its life.
+
+The batch climb (core/decisions/parallel.py) measures from several threads at once;
+the trials asset gives it a PooledHost over the run's slots (one Host per slot, from the
+fleet), so every launch, the accuracy gate's included, runs on a slot no other launch of
+the run holds, and waits while all are busy. The benchmark client runs on the host the
+server's slot belongs to, pinned to that slot's CPUs (the launch's placement says them).
+"""
+
+from __future__ import annotations
+
+import queue
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
+from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.hosts.host import Host
+from hyperloom_assets.resources.hosts.process_group import ReapReport
+
+
+class PooledHost:
+    """The Host protocol over one host's slots: `serve` borrows a free slot, the rest is the host's."""
+
+    def __init__(self, slots: list[Host]):
+        if not slots:
+            raise ValueError("a pool needs one slot at least")
+        self.first, self.name = slots[0], slots[0].name
+        self.free: queue.Queue[Host] = queue.Queue()
+        for slot in slots:
+            self.free.put(slot)
+        self.size = len(slots)
+
+    @contextmanager
+    def borrowed(self) -> Iterator[Host]:
+        slot = self.free.get()
+        try:
+            yield slot
+        finally:
+            self.free.put(slot)
+
+    @contextmanager
+    def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
+        with self.borrowed() as slot, slot.serve(spec, run_dir, label) as launch:
+            yield launch
+
+    def measure(self, bench: BenchmarkClient, base_url: str, *args, **kwargs) -> Measurement:
+        # Any slot's handle reaches the host; the client is pinned by the launch's placement (cpus=...).
+        return self.first.measure(bench, base_url, *args, **kwargs)
+
+    def state_path(self) -> Path:
+        return self.first.state_path()
+
+    def python_executable(self, spec: ServerSpec) -> Path:
+        return self.first.python_executable(spec)
+
+    def facts(self) -> dict:
+        return self.first.facts()
+
+    def gpu_names(self) -> list[str]:
+        return self.first.gpu_names()
+
+    def slot_facts(self) -> dict:
+        return self.first.slot_facts()
+
+    def engine_identity(self, spec: ServerSpec) -> str | None:
+        return self.first.engine_identity(spec)
+
+    def proposal_checks(self, request: dict) -> dict:
+        return self.first.proposal_checks(request)
+
+    def reap_orphans(self) -> ReapReport:
+        return self.first.reap_orphans()
+
+    def post(self, url: str, timeout_s: float) -> dict:
+        return self.first.post(url, timeout_s)
+
+    def served_path(self, run_dir: Path) -> str:
+        return self.first.served_path(run_dir)

@@ -1,0 +1,105 @@
+"""The batch climb (core/decisions/parallel.py): trials measured at once, one slot each, judged by the
+serial climb's rule; a later KEEP of a batch is superseded and judged again; a kill replays."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from hyperloom_assets.core.decisions.climb import Budget, TrialMeasurement, climb
+from hyperloom_assets.core.decisions.ledger import MemoryLedger
+from hyperloom_assets.core.decisions.parallel import climb_parallel
+from tests.unit.test_climb import BASE, BUDGET, CAP, CRASH, NOOP, flags, physics, variant
+
+ASYNC = variant("async", "--async-scheduling")
+
+
+def paying(keepers, v) -> TrialMeasurement:
+    """The cap pays 50%, async scheduling 20%, each alone and on top of the other."""
+    on = flags(keepers, v)
+    level = 100.0 * (1.5 if "--max-num-seqs" in on else 1.0) * (1.2 if "--async-scheduling" in on else 1.0)
+    return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0)
+
+
+class Slots:
+    """A measure that takes a little wall time, counting the launches in flight at once."""
+
+    def __init__(self, physics_of, stop_after: int | None = None):
+        self.physics_of, self.stop_after = physics_of, stop_after
+        self.lock, self.now, self.most, self.calls = threading.Lock(), 0, 0, []
+
+    def __call__(self, keepers, v) -> TrialMeasurement:
+        with self.lock:
+            if self.stop_after is not None and len(self.calls) >= self.stop_after:
+                raise KeyboardInterrupt("the run was killed")
+            self.calls.append((tuple(k.name for k in keepers), v.name if v else None))
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.05)
+        with self.lock:
+            self.now -= 1
+        return self.physics_of(keepers, v)
+
+
+def run(plan, measure, slots: int, ledger: MemoryLedger | None = None, **budget):
+    limits = {"max_trials": 10, "target_gain_pct": 500.0, **budget}
+    return climb_parallel(BASE, 1.0, Budget(**limits), plan, measure, ledger or MemoryLedger(), slots=slots)
+
+
+def test_a_batch_measures_its_trials_and_the_running_best_at_once_and_keeps_what_the_serial_climb_keeps() -> None:
+    plan = lambda keepers, tried: [BUDGET, CAP, NOOP] if not keepers else [BUDGET, NOOP]  # noqa: E731
+    slots = Slots(physics)
+    parallel = run(plan, slots, slots=4)
+    serial = climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, physics, MemoryLedger())
+    assert [k.name for k in parallel.keepers] == [k.name for k in serial.keepers] == ["cap", "budget"]
+    assert slots.most == 4, "three first launches and the running best's, at once"
+    assert slots.calls[:4].count(((), None)) == 1, "the first batch relaunches the baseline once"
+    assert [(t.name, t.outcome) for t in parallel.trials][:3] == [("budget", "REVERT"), ("cap", "KEEP"),
+                                                                   ("noop", "REVERT")]
+    relaunched = sum(len(t.best_launches) for t in parallel.trials if t.against == "baseline")
+    assert len(parallel.evidence["baseline"]) == 1 + 1 + relaunched, "the batch's relaunch joined the baseline's"
+
+
+def test_a_later_keep_of_a_batch_is_superseded_and_judged_again_on_the_new_stack() -> None:
+    plan = lambda keepers, tried: [CAP, ASYNC]  # noqa: E731
+    result = run(plan, Slots(paying), slots=3)
+    assert [(t.name, t.outcome, t.against) for t in result.trials] == [
+        ("cap", "KEEP", "baseline"), ("async", "SUPERSEDED", "baseline"), ("async", "KEEP", "stack of 1 keeper(s)")]
+    assert "superseded: won against the old running best" in result.trials[1].decision.reason
+    assert [k.name for k in result.keepers] == ["cap", "async"]
+
+
+def test_a_batch_never_holds_more_trials_than_the_budget_has_left() -> None:
+    plan = lambda keepers, tried: [BUDGET, NOOP, CRASH, CAP]  # noqa: E731
+    result = run(plan, Slots(physics), slots=8, max_trials=3)
+    assert [t.name for t in result.trials] == ["budget", "noop", "crash"] and result.stop_reason == "budget_exhausted"
+
+
+def test_one_slot_is_the_serial_climb() -> None:
+    plan = lambda keepers, tried: [BUDGET, CAP] if not keepers else [BUDGET]  # noqa: E731
+    slots = Slots(physics)
+    result = run(plan, slots, slots=1)
+    assert [(t.name, t.outcome) for t in result.trials] == [("budget", "REVERT"), ("cap", "KEEP"), ("budget", "KEEP")]
+    assert slots.most == 1
+
+
+@pytest.mark.parametrize("killed_after", [2, 5, 9])
+def test_a_run_killed_mid_batch_resumes_measuring_none_of_its_finished_launches_again(killed_after) -> None:
+    plan = lambda keepers, tried: [CAP, ASYNC, NOOP]  # noqa: E731
+    looks: list = []
+    killed = MemoryLedger(looks=looks)  # its trials and launches are the store's, and outlive the run
+    with pytest.raises(KeyboardInterrupt):
+        run(plan, Slots(paying, stop_after=killed_after), slots=3, ledger=killed)
+    finished = {(look.trial, look.index) for look in looks}
+    assert len(finished) == len(looks), "each launch recorded once"
+    again = MemoryLedger(looks=looks)
+    again.records = killed.records
+    resumed = run(plan, Slots(paying), slots=3, ledger=again)
+    measured_again = {(look.trial, look.index) for look in looks[len(finished):]}
+    assert not measured_again & finished, "no finished launch measured twice"
+    uninterrupted = run(plan, Slots(paying), slots=3)
+    assert [(t.name, t.outcome) for t in resumed.trials] == [(t.name, t.outcome) for t in uninterrupted.trials]
+    assert resumed.evidence == uninterrupted.evidence, "the replayed batches' relaunches count as they did"
+    assert [k.name for k in resumed.keepers] == ["cap", "async"]
