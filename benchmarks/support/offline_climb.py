@@ -27,10 +27,11 @@ from hyperloom_assets.core.decisions.climb import (
     SloCheck,
     TrialMeasurement,
     TrialRecord,
-    climb,
     launched_changes,
 )
 from hyperloom_assets.core.decisions.ledger import MemoryLedger
+from hyperloom_assets.core.decisions.parallel import climb_parallel
+from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.measurement import Measurement
@@ -186,7 +187,8 @@ def sim_roofline(scenario: SimScenario, baseline: BaselineResult) -> RooflineRes
 def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher | None = None,
                       admits: Admits | None = None, history: list[TrialRecord] | None = None,
                       prior: LaunchNoise | None = None, proposer: Proposer | None = None,
-                      recipes: list[Recipe] | None = None) -> OfflineClimb:
+                      recipes: list[Recipe] | None = None, slots: int = 1,
+                      looks: list[Look] | None = None) -> OfflineClimb:
     """The trials asset's climb with predictions for launches; each launch gets its own seed.
 
     `launcher` replaces the noisy prediction, `admits` narrows every plan to a space, and
@@ -195,6 +197,8 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     a model as `candidates` and `trials` do: round 1 on the first plan, another after each
     keeper up to its max_rounds, its approved variants ahead of the rule planner's.
     `recipes` are the class's recipe memory, offered first in every plan as the assets do.
+    `slots` over 1 measures batches at once (core/decisions/parallel.py: `launcher` must then be
+    safe from several threads); `looks` receives every launch, as the ledger keeps them.
     """
     target = scenario.target()
     seeds = itertools.count(seed * 10_000 + 1)
@@ -222,8 +226,8 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     # has no objective of its own, so the climb compares output tok/s (the target's default).
     checks = Checks(slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
                     skip=slo_skip(target, roofline))
-    result = climb(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
-                   MemoryLedger(finished=history), checks=checks, prior=prior)
+    result = climb_parallel(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
+                            MemoryLedger(looks=looks, finished=history), slots=slots, checks=checks, prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
                         evidence=plan_evidence(target, baseline, roofline, reached), climb=result,
                         launches=1 + sum(t.launch_count for t in result.trials),

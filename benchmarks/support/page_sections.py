@@ -16,7 +16,7 @@ Table = tuple[list[str], list[list[Any]]]
 # Fields in which a benchmark states its own verdict or target; rendered as they stand.
 VERDICT_KEYS = ("verdict", "target_met", "targets_met", "within_budget", "corrupting_detected", "memory_pays")
 TARGET_KEYS = ("share_target", "launch_ratio_target", "budget_s", "budget_min", "targets_pct", "min_agreement",
-               "ratio_target", "makespan_over_ideal_target")
+               "ratio_target", "makespan_over_ideal_target", "parallel_goal")
 
 
 def cell(value: Any) -> str:
@@ -70,6 +70,14 @@ def fleet(r: dict) -> Table:
     keys = ["targets", "hosts", "succeeded", "makespan_s", "ideal_s", "makespan_over_ideal", "overlaps_per_host",
             "stale_leases"]
     return keys, [[r.get(k) for k in keys]]
+
+
+def parallel_search(r: dict) -> Table:
+    header = ["scenario", "slots", "median h to 95%", "ratio to 1 slot", "share @10", "@20", "@40", "target_met"]
+    rows = [[row["scenario"], slots, cell["median_hours_to_95"], cell["time_ratio_to_1"],
+             *cell["median_share_at"].values(), row["target_met"]]
+            for row in r["rows"] for slots, cell in row["slots"].items()]
+    return header, rows
 
 
 def noise_pinning(r: dict) -> Table:
@@ -183,7 +191,7 @@ HEADLINES: dict[str, Callable[[Any], Table]] = {
     "overhead": overhead, "profiler_configured": profiler_configured, "proposer_sim": proposer_sim,
     "recipe_memory": recipe_memory, "search_quality": search_quality,
     "search_quality_calibrated": search_quality_calibrated, "sim_fidelity": sim_fidelity,
-    "sim_speed": sim_speed, "suite_time": suite_time,
+    "sim_speed": sim_speed, "suite_time": suite_time, "parallel_search": parallel_search,
 }
 
 

@@ -1,0 +1,199 @@
+"""Parallel search: how soon a climb over 1, 2, 4 and 8 slots reaches the attainable gain, on sim spaces.
+
+Each scenario is a search-quality space (benchmarks/support/quality_scenarios.py: its grid,
+its noise-free truths, cached). The climb is the trials asset's (run_offline_climb, every
+plan narrowed to the space) with `slots` slots (core/decisions/parallel.py), on the space's
+noisy launches (search_space.Launches) until LAUNCHES launches are spent. Time is a GPU
+host's, on a virtual clock, not this machine's: a launch takes STARTUP_S (a large model's
+start, 3-10 minutes on real GPUs) plus its warm-up and measured rounds (the sim's predicted
+round durations). The serial climb's time is the sum of its launches; a batch's is its
+slowest first launch (the running best's relaunch among them), then its slowest trial's
+remaining launches. The stack counts from the moment its batch (or trial) settles.
+
+Per scenario and slots, over SEEDS seeds: the virtual hours to reach 95% of the attainable
+gain (the seed's median; a seed that never reaches it counts as never), its ratio to one
+slot's, and the share of the attainable gain at equal launches (10, 20 and 40). The goal
+(`target_met`): with 4 slots, a median share at 40 launches within 0.05 of one slot's, in at
+most 40% of one slot's time to 95%, on every scenario where one slot reaches 95%.
+
+    .venv/bin/python benchmarks/parallel_search.py [--seeds 3] [--scenarios 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.support.offline_climb import run_offline_climb  # noqa: E402
+from benchmarks.support.quality_scenarios import cached_space, grid_scenarios, synthetic_trace_file  # noqa: E402
+from benchmarks.support.results import start_run, write_results  # noqa: E402
+from benchmarks.support.search_space import LaunchBudgetSpent, Launches, Noise, Space  # noqa: E402
+from hyperloom_assets.core.decisions.climb import launched_changes  # noqa: E402
+from hyperloom_assets.core.decisions.parallel import relaunch_key  # noqa: E402
+from hyperloom_assets.core.decisions.trial_record import Look, TrialRecord  # noqa: E402
+from hyperloom_assets.core.planning.stack import composition  # noqa: E402
+from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
+
+SLOTS = (1, 2, 4, 8)
+LAUNCHES = 40
+BUDGETS = (10, 20, 40)
+STARTUP_S = 300.0
+SHARE_GOAL, TIME_GOAL, SHARE_SLACK = 0.95, 0.40, 0.05
+
+
+class LockedLaunches(Launches):
+    """The space's launches from several threads at once (a batch's)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lock = threading.Lock()
+
+    def launch(self, argv: list[str]):
+        with self.lock:
+            return super().launch(argv)
+
+
+def launch_s(look: Look) -> float:
+    """A launch on the virtual clock: the start, then a warm-up as long as a round, then its rounds."""
+    m = look.measurement
+    if m.error_class is not None:
+        return STARTUP_S
+    rounds = len(m.throughputs) or 1
+    return STARTUP_S + m.measuring_s * (rounds + 1) / rounds
+
+
+def timeline(space: Space, baseline_s: float, trials: list[TrialRecord], looks: list[Look],
+             slots: int) -> list[tuple[float, int, float]]:
+    """(virtual seconds, launches spent, share of the attainable gain) each time the stack may change."""
+    target = space.scenario.target()
+    by_trial: dict[str, list[Look]] = {}
+    for look in looks:
+        by_trial.setdefault(look.trial, []).append(look)
+    relaunches = {int(key.rsplit(":", 1)[1]): found[0] for key, found in by_trial.items()
+                  if key.startswith("batch-relaunch:")}
+    clock, spent, keepers = baseline_s, 1, []
+    points = [(clock, spent, space.share(space.baseline_argv))]
+    batches = _batches(trials, sorted(relaunches), slots)
+    for batch in batches:
+        own = [sorted(by_trial.get(t.fingerprint, []), key=lambda look: look.index) for t in batch]
+        if slots == 1:
+            clock += sum(launch_s(look) for look in own[0])
+        else:
+            first = [launch_s(found[0]) for found in own if found]
+            relaunch = relaunches.get(batch[0].index)
+            first += [launch_s(relaunch)] if relaunch else []
+            clock += max(first, default=0.0) + max((sum(launch_s(look) for look in found[1:]) for found in own),
+                                                   default=0.0)
+        spent += sum(len(found) for found in own) + (1 if slots > 1 and batch[0].index in relaunches else 0)
+        keepers += [t.variant for t in batch if t.outcome == "KEEP"]
+        points.append((clock, spent, space.share(composition(target, keepers).argv)))
+    return points
+
+
+def _batches(trials: list[TrialRecord], starts: list[int], slots: int) -> list[list[TrialRecord]]:
+    if slots == 1:
+        return [[trial] for trial in trials]
+    batches: list[list[TrialRecord]] = []
+    for trial in trials:
+        if not batches or trial.index in starts:
+            batches.append([])
+        batches[-1].append(trial)
+    return batches
+
+
+def one_climb(space: Space, noise: Noise, seed: int, slots: int) -> list[tuple[float, int, float]]:
+    scenario = space.scenario.model_copy(update={"max_trials": 10_000, "target_gain_pct": 1e9})
+    target = scenario.target()
+    launches = LockedLaunches(space, noise, seed, LAUNCHES)
+    trials: list[TrialRecord] = []
+    looks: list[Look] = []
+
+    def admits(keepers: list[Variant], variant: Variant) -> bool:
+        return space.contains(composition(target, launched_changes(keepers, variant)).argv)
+
+    baseline = launches.space.truth[space.key(space.baseline_argv)]
+    baseline_s = STARTUP_S + sum(r.duration_s for r in baseline.repeats) * (len(baseline.repeats) + 1) / len(
+        baseline.repeats)
+    try:
+        run_offline_climb(scenario, seed, launcher=lambda _, argv, __: launches.measurement(argv), admits=admits,
+                          history=trials, slots=slots, looks=looks)
+    except LaunchBudgetSpent:
+        pass  # the batch (or trial) in progress when the budget ran out decided nothing
+    return timeline(space, baseline_s, trials, looks, slots)
+
+
+def reached_at(points: list[tuple[float, int, float]], goal: float = SHARE_GOAL) -> float | None:
+    return next((at for at, _, share in points if share >= goal), None)
+
+
+def share_within(points: list[tuple[float, int, float]], budget: int) -> float:
+    return [share for _, spent, share in points if spent <= budget][-1]
+
+
+def scenario_row(space: Space, noise: Noise, seeds: int) -> dict:
+    row: dict = {"scenario": space.scenario.name, "slots": {}}
+    for slots in SLOTS:
+        runs = [one_climb(space, noise, seed, slots) for seed in range(seeds)]
+        times = [reached_at(points) for points in runs]
+        hours = sorted(t / 3600 if t is not None else float("inf") for t in times)
+        row["slots"][str(slots)] = {
+            "hours_to_95": [round(h, 2) if h != float("inf") else None for h in hours],
+            "median_hours_to_95": _finite(statistics.median(hours)),
+            "median_share_at": {str(b): round(statistics.median(share_within(p, b) for p in runs), 3)
+                                for b in BUDGETS},
+            "hours_total": round(statistics.median(points[-1][0] / 3600 for points in runs), 2),
+        }
+    one = row["slots"]["1"]["median_hours_to_95"]
+    for slots in SLOTS:
+        cell = row["slots"][str(slots)]
+        cell["time_ratio_to_1"] = round(cell["median_hours_to_95"] / one, 3) if one and cell["median_hours_to_95"] else None
+    four = row["slots"]["4"]
+    row["target_met"] = None if one is None else bool(
+        four["time_ratio_to_1"] is not None and four["time_ratio_to_1"] <= TIME_GOAL
+        and four["median_share_at"]["40"] >= row["slots"]["1"]["median_share_at"]["40"] - SHARE_SLACK)
+    return row
+
+
+def _finite(value: float) -> float | None:
+    return None if value == float("inf") else round(value, 2)
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'scenario':40} {'slots':>5} {'h to 95%':>9} {'ratio':>6} {'share@10':>8} {'@20':>6} {'@40':>6}")
+    for row in rows:
+        for slots, cell in row["slots"].items():
+            shares = cell["median_share_at"]
+            print(f"{row['scenario']:40} {slots:>5} {str(cell['median_hours_to_95']):>9} "
+                  f"{str(cell['time_ratio_to_1']):>6} {shares['10']:>8} {shares['20']:>6} {shares['40']:>6}")
+        print(f"{'':40} target met: {row['target_met']}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--scenarios", type=int, default=2, help="the first N grid scenarios")
+    parser.add_argument("--workers", type=int, default=2, help="processes for a space's truths when not cached")
+    parser.add_argument("--launch-sd", type=float, default=0.05, help="as search_quality.py's")
+    parser.add_argument("--repeat-sd", type=float, default=0.03, help="as search_quality.py's")
+    args, run = start_run(parser)
+    noise = Noise(launch_sd=args.launch_sd, repeat_sd=args.repeat_sd)
+    rows = [scenario_row(cached_space(scenario, args.workers), noise, args.seeds)
+            for scenario in grid_scenarios(synthetic_trace_file())[:args.scenarios]]
+    print_table(rows)
+    met = [row["target_met"] for row in rows if row["target_met"] is not None]
+    write_results("parallel_search", {
+        "settings": {"seeds": args.seeds, "launches": LAUNCHES, "launch_sd": args.launch_sd,
+                     "repeat_sd": args.repeat_sd, "startup_s": STARTUP_S, "slots": list(SLOTS)},
+        "parallel_goal": f"4 slots: median share at 40 launches within {SHARE_SLACK} of 1 slot's, median time to "
+                         f"{SHARE_GOAL:.0%} of the attainable gain at most {TIME_GOAL:.0%} of 1 slot's",
+        "rows": rows, "target_met": bool(met) and all(met)}, run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
