@@ -136,8 +136,10 @@ def test_optimize_on_vllm_cpu_through_ssh_leaves_nothing_on_the_host(sshd, tmp_p
         # is tests/fleet/test_ssh_runs.py's, vLLM's profiler tests/real_engine/test_profile_vllm.py's.
         "profile": False,
         # The gate's reference is asked of the baseline's server after its rounds, where its cap of 1
-        # answers the prompts one by one: 8, not 32. The gate's verdicts on vLLM are test_patches_vllm.py's.
-        "accuracy": {"kind": "agreement", "prompts": 8}, "slo": SLO}))
+        # answers the prompts one by one (8 took 10 s). The lifted cap is not accuracy-risky, so no
+        # trial asks the gate and nothing here reads its answers: 2, not 32. The gate's verdicts on
+        # vLLM are test_patches_vllm.py's.
+        "accuracy": {"kind": "agreement", "prompts": 2}, "slo": SLO}))
     # The climb's second look is the sim's test: earlier runs' launch noise lets the trial decide at its first.
     earlier_launch_noise(store, "tiny-ssh", "gpu-ssh", "vllm", tiny_model)
     peer: dict[str, float] = {}

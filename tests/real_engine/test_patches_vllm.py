@@ -73,7 +73,11 @@ def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(t
         # The loser first: decided on its first launch, before the winner's.
         "env": VLLM_CPU_ENV, "patches": [str(slow), str(wrong)], "profile": False,
         "workload": {"kind": "random", "isl": 32, "osl": 16, "concurrency": 16, "num_prompts": 16},
-        "repeats": 2, "max_trials": 2, "target_gain_pct": 1000, "sweep_concurrencies": [1]}))
+        "repeats": 2, "max_trials": 2, "target_gain_pct": 1000, "sweep_concurrencies": [1],
+        # The gate's prompts are asked of the baseline's server (its cap of 2 answers them two at a
+        # time) and of the wrong patch's: 8, not the default 32. The perturbed logits leave 4 of 32
+        # prompts agreeing (12%), so at most 4 of 8 can (50%), far under the 90% a pass needs.
+        "accuracy": {"kind": "agreement", "prompts": 8}}))
     earlier_launch_noise(store, "tiny-tree", "local", "vllm", tiny_model, tree)  # each trial decides at its first look
     result, meta = run_job(targets, "tiny-tree", host, store,
                            ("baseline", "profile", "trials", "accepted_patches", "optimization_stack", "final_report"))

@@ -35,8 +35,12 @@ def test_noise_from_vllm_is_recorded_and_the_rules_take_over(tmp_path, host, sto
             "provider": "openai", "model": served.served_model, "max_rounds": 1, "source_bytes": 0,
             "flag_help": False})
         defs = build_defs(tmp_path / "targets", host=host, store=store, llm=LlmProviders(max_tokens=4))
+        # Up to its trials: the one proposer round is `candidates`', and the rule planner's plan is
+        # what the trials launch; the validation, sweep and report after them never ask the model.
+        climb = [dg.AssetKey(name) for name in ("baseline", "roofline", "profile", "candidates", "trials")]
         with dg.instance_for_test() as instance:
-            result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim", instance=instance)
+            result = defs.resolve_job_def("optimize_job").execute_in_process(partition_key="sim", instance=instance,
+                                                                             asset_selection=climb)
     assert result.success, "a reply that does not parse never fails the run"
     calls = LlmCallLog(store).calls("sim")
     assert len(calls) == 1 and calls[0].role == "proposer" and calls[0].parsed is None

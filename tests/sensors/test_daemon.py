@@ -67,11 +67,13 @@ def baseline_metadata(home: Path) -> dict:
 
 
 def wait_for(condition, what: str, deadline: float, log: Path):
+    # Polled every half second: each wait below ends on something the daemon does, and a 2 s
+    # poll added a second on average to each of them.
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
-        time.sleep(2)
+        time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}; daemon log tail:\n{log.read_text()[-4000:]}")
 
 
