@@ -6,9 +6,10 @@ plan narrowed to the space) with `slots` slots (core/decisions/parallel.py), on 
 noisy launches (search_space.Launches) until LAUNCHES launches are spent. Time is a GPU
 host's, on a virtual clock, not this machine's: a launch takes STARTUP_S (a large model's
 start, 3-10 minutes on real GPUs) plus its warm-up and measured rounds (the sim's predicted
-round durations). The serial climb's time is the sum of its launches; a batch's is its
-slowest first launch (the running best's relaunch among them), then its slowest trial's
-remaining launches. The stack counts from the moment its batch (or trial) settles.
+round durations), and is measured by sleeping SCALE real seconds per virtual second, so
+launches on several slots overlap as they would on a host and the climb's own thinking
+counts too (scaled up: a few virtual seconds per plan). The stack counts from the moment
+the trial that made it settles.
 
 Per scenario and slots, over SEEDS seeds: the virtual hours to reach 95% of the attainable
 gain (the seed's median; a seed that never reaches it counts as never), its ratio to one
@@ -25,6 +26,7 @@ import argparse
 import statistics
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
@@ -34,97 +36,80 @@ from benchmarks.support.quality_scenarios import cached_space, grid_scenarios, s
 from benchmarks.support.results import start_run, write_results  # noqa: E402
 from benchmarks.support.search_space import LaunchBudgetSpent, Launches, Noise, Space  # noqa: E402
 from hyperloom_assets.core.decisions.climb import launched_changes  # noqa: E402
-from hyperloom_assets.core.decisions.parallel import relaunch_key  # noqa: E402
-from hyperloom_assets.core.decisions.trial_record import Look, TrialRecord  # noqa: E402
+from hyperloom_assets.core.decisions.trial_record import TrialRecord  # noqa: E402
 from hyperloom_assets.core.planning.stack import composition  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
+from hyperloom_assets.sim.perf_model import SimConfigError  # noqa: E402
 
 SLOTS = (1, 2, 4, 8)
 LAUNCHES = 40
 BUDGETS = (10, 20, 40)
 STARTUP_S = 300.0
+SCALE = 2e-3  # real seconds per virtual second: a 2000 s launch sleeps 4 s, a plan's 0.05 s reads 25 s
 SHARE_GOAL, TIME_GOAL, SHARE_SLACK = 0.95, 0.40, 0.05
 
 
-class LockedLaunches(Launches):
-    """The space's launches from several threads at once (a batch's)."""
+class ClockedLaunches(Launches):
+    """The space's launches from several threads at once, each taking its time on the virtual clock:
+    a real sleep of SCALE seconds per virtual second, so concurrent launches overlap as on a host."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.lock = threading.Lock()
 
-    def launch(self, argv: list[str]):
+    def measurement(self, argv: list[str]):
         with self.lock:
-            return super().launch(argv)
+            try:
+                m = super().measurement(argv)
+            except SimConfigError:
+                refused = True
+            else:
+                refused = False
+        time.sleep(SCALE * (STARTUP_S if refused else launch_s(m)))
+        if refused:
+            raise SimConfigError(f"the engine refuses {' '.join(argv)}")
+        return m
 
 
-def launch_s(look: Look) -> float:
+def launch_s(m) -> float:
     """A launch on the virtual clock: the start, then a warm-up as long as a round, then its rounds."""
-    m = look.measurement
-    if m.error_class is not None:
-        return STARTUP_S
-    rounds = len(m.throughputs) or 1
-    return STARTUP_S + m.measuring_s * (rounds + 1) / rounds
+    rounds = [r.duration_s for r in m.repeats]
+    return STARTUP_S + sum(rounds) * (len(rounds) + 1) / len(rounds)
 
 
-def timeline(space: Space, baseline_s: float, trials: list[TrialRecord], looks: list[Look],
-             slots: int) -> list[tuple[float, int, float]]:
-    """(virtual seconds, launches spent, share of the attainable gain) each time the stack may change."""
-    target = space.scenario.target()
-    by_trial: dict[str, list[Look]] = {}
-    for look in looks:
-        by_trial.setdefault(look.trial, []).append(look)
-    relaunches = {int(key.rsplit(":", 1)[1]): found[0] for key, found in by_trial.items()
-                  if key.startswith("batch-relaunch:")}
-    clock, spent, keepers = baseline_s, 1, []
-    points = [(clock, spent, space.share(space.baseline_argv))]
-    batches = _batches(trials, sorted(relaunches), slots)
-    for batch in batches:
-        own = [sorted(by_trial.get(t.fingerprint, []), key=lambda look: look.index) for t in batch]
-        if slots == 1:
-            clock += sum(launch_s(look) for look in own[0])
-        else:
-            first = [launch_s(found[0]) for found in own if found]
-            relaunch = relaunches.get(batch[0].index)
-            first += [launch_s(relaunch)] if relaunch else []
-            clock += max(first, default=0.0) + max((sum(launch_s(look) for look in found[1:]) for found in own),
-                                                   default=0.0)
-        spent += sum(len(found) for found in own) + (1 if slots > 1 and batch[0].index in relaunches else 0)
-        keepers += [t.variant for t in batch if t.outcome == "KEEP"]
-        points.append((clock, spent, space.share(composition(target, keepers).argv)))
-    return points
+class Timeline(list):
+    """The climb's settled trials (its history), each noted with the virtual time and launches spent."""
 
+    def __init__(self, space: Space, launches: Launches, started: float, baseline_s: float):
+        super().__init__()
+        self.space, self.launches, self.started, self.baseline_s = space, launches, started, baseline_s
+        self.keepers: list[Variant] = []
+        self.points = [(baseline_s, 1, space.share(space.baseline_argv))]
 
-def _batches(trials: list[TrialRecord], starts: list[int], slots: int) -> list[list[TrialRecord]]:
-    if slots == 1:
-        return [[trial] for trial in trials]
-    batches: list[list[TrialRecord]] = []
-    for trial in trials:
-        if not batches or trial.index in starts:
-            batches.append([])
-        batches[-1].append(trial)
-    return batches
+    def append(self, trial: TrialRecord) -> None:
+        super().append(trial)
+        if trial.outcome == "KEEP":
+            self.keepers.append(trial.variant)
+        at = self.baseline_s + (time.monotonic() - self.started) / SCALE
+        argv = composition(self.space.scenario.target(), self.keepers).argv
+        self.points.append((at, 1 + self.launches.count, self.space.share(argv)))
 
 
 def one_climb(space: Space, noise: Noise, seed: int, slots: int) -> list[tuple[float, int, float]]:
     scenario = space.scenario.model_copy(update={"max_trials": 10_000, "target_gain_pct": 1e9})
     target = scenario.target()
-    launches = LockedLaunches(space, noise, seed, LAUNCHES)
-    trials: list[TrialRecord] = []
-    looks: list[Look] = []
+    launches = ClockedLaunches(space, noise, seed, LAUNCHES)
 
     def admits(keepers: list[Variant], variant: Variant) -> bool:
         return space.contains(composition(target, launched_changes(keepers, variant)).argv)
 
-    baseline = launches.space.truth[space.key(space.baseline_argv)]
-    baseline_s = STARTUP_S + sum(r.duration_s for r in baseline.repeats) * (len(baseline.repeats) + 1) / len(
-        baseline.repeats)
+    history = Timeline(space, launches, time.monotonic(), launch_s(space.truth[space.key(space.baseline_argv)]))
     try:
         run_offline_climb(scenario, seed, launcher=lambda _, argv, __: launches.measurement(argv), admits=admits,
-                          history=trials, slots=slots, looks=looks)
+                          history=history, slots=slots)
     except LaunchBudgetSpent:
-        pass  # the batch (or trial) in progress when the budget ran out decided nothing
-    return timeline(space, baseline_s, trials, looks, slots)
+        pass  # the trials in flight when the budget ran out decided nothing
+    return history.points
 
 
 def reached_at(points: list[tuple[float, int, float]], goal: float = SHARE_GOAL) -> float | None:

@@ -106,6 +106,15 @@ class StoreLedger:
                                              fingerprint, str(exc).splitlines()[0])
         return None
 
+    def settled(self) -> list[TrialRecord]:
+        records = []
+        for row in self.store.trials(self.key):
+            try:
+                records.append(TrialRecord.model_validate(row["record"]))
+            except ValidationError:  # an older format: not replayed, measured again if planned
+                continue
+        return records
+
     def remember(self, record: TrialRecord) -> None:
         self.store.record_trial(context_key=self.key, target=self.context.partition_key,
                                 fingerprint=record.fingerprint, variant=record.variant.model_dump(mode="json"),

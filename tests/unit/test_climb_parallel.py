@@ -1,5 +1,6 @@
-"""The batch climb (core/decisions/parallel.py): trials measured at once, one slot each, judged by the
-serial climb's rule; a later KEEP of a batch is superseded and judged again; a kill replays."""
+"""The parallel climb (core/decisions/parallel.py): trials measured at once, one slot each, judged by the
+serial climb's rule and settled as they finish; a KEEP overtaken by another is superseded and judged
+again on the new stack; a killed run replays what it settled and the launches it finished."""
 
 from __future__ import annotations
 
@@ -55,26 +56,28 @@ def test_a_batch_measures_its_trials_and_the_running_best_at_once_and_keeps_what
     serial = climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, physics, MemoryLedger())
     assert [k.name for k in parallel.keepers] == [k.name for k in serial.keepers] == ["cap", "budget"]
     assert slots.most == 4, "three first launches and the running best's, at once"
-    assert slots.calls[:4].count(((), None)) == 1, "the first batch relaunches the baseline once"
-    assert [(t.name, t.outcome) for t in parallel.trials][:3] == [("budget", "REVERT"), ("cap", "KEEP"),
-                                                                   ("noop", "REVERT")]
+    assert slots.calls[:4].count(((), None)) == 1, "the baseline's fresh launch starts with the first trials"
+    first = {(t.name, t.outcome) for t in parallel.trials[:3]}
+    assert first == {("budget", "REVERT"), ("cap", "KEEP"), ("noop", "REVERT")}
     relaunched = sum(len(t.best_launches) for t in parallel.trials if t.against == "baseline")
-    assert len(parallel.evidence["baseline"]) == 1 + 1 + relaunched, "the batch's relaunch joined the baseline's"
+    assert len(parallel.evidence["baseline"]) == 1 + 1 + relaunched, "the fresh launch joined the baseline's"
 
 
-def test_a_later_keep_of_a_batch_is_superseded_and_judged_again_on_the_new_stack() -> None:
+def test_a_keep_overtaken_by_another_is_superseded_and_judged_again_on_the_new_stack() -> None:
     plan = lambda keepers, tried: [CAP, ASYNC]  # noqa: E731
     result = run(plan, Slots(paying), slots=3)
-    assert [(t.name, t.outcome, t.against) for t in result.trials] == [
-        ("cap", "KEEP", "baseline"), ("async", "SUPERSEDED", "baseline"), ("async", "KEEP", "stack of 1 keeper(s)")]
-    assert "superseded: won against the old running best" in result.trials[1].decision.reason
-    assert [k.name for k in result.keepers] == ["cap", "async"]
+    kept, overtaken, again = result.trials
+    assert (kept.outcome, kept.against) == ("KEEP", "baseline")
+    assert (overtaken.outcome, overtaken.against, overtaken.name) == ("SUPERSEDED", "baseline", again.name)
+    assert (again.outcome, again.against) == ("KEEP", "stack of 1 keeper(s)")
+    assert f"but {kept.name} was kept first" in overtaken.decision.reason
+    assert {k.name for k in result.keepers} == {"cap", "async"}
 
 
 def test_a_batch_never_holds_more_trials_than_the_budget_has_left() -> None:
     plan = lambda keepers, tried: [BUDGET, NOOP, CRASH, CAP]  # noqa: E731
     result = run(plan, Slots(physics), slots=8, max_trials=3)
-    assert [t.name for t in result.trials] == ["budget", "noop", "crash"] and result.stop_reason == "budget_exhausted"
+    assert {t.name for t in result.trials} == {"budget", "noop", "crash"} and result.stop_reason == "budget_exhausted"
 
 
 def test_one_slot_is_the_serial_climb() -> None:
@@ -85,7 +88,7 @@ def test_one_slot_is_the_serial_climb() -> None:
     assert slots.most == 1
 
 
-@pytest.mark.parametrize("killed_after", [2, 5, 9])
+@pytest.mark.parametrize("killed_after", [2, 5, 9, 12])
 def test_a_run_killed_mid_batch_resumes_measuring_none_of_its_finished_launches_again(killed_after) -> None:
     plan = lambda keepers, tried: [CAP, ASYNC, NOOP]  # noqa: E731
     looks: list = []
@@ -94,12 +97,34 @@ def test_a_run_killed_mid_batch_resumes_measuring_none_of_its_finished_launches_
         run(plan, Slots(paying, stop_after=killed_after), slots=3, ledger=killed)
     finished = {(look.trial, look.index) for look in looks}
     assert len(finished) == len(looks), "each launch recorded once"
+    settled = list(killed.records.values())
     again = MemoryLedger(looks=looks)
-    again.records = killed.records
+    again.records = dict(killed.records)
     resumed = run(plan, Slots(paying), slots=3, ledger=again)
     measured_again = {(look.trial, look.index) for look in looks[len(finished):]}
     assert not measured_again & finished, "no finished launch measured twice"
-    uninterrupted = run(plan, Slots(paying), slots=3)
-    assert [(t.name, t.outcome) for t in resumed.trials] == [(t.name, t.outcome) for t in uninterrupted.trials]
-    assert resumed.evidence == uninterrupted.evidence, "the replayed batches' relaunches count as they did"
-    assert [k.name for k in resumed.keepers] == ["cap", "async"]
+    assert [(t.name, t.outcome, t.replayed) for t in resumed.trials[:len(settled)]] == \
+        [(t.name, t.outcome, True) for t in settled], "what settled is replayed first, in its order"
+    assert {k.name for k in resumed.keepers} == {"cap", "async"}
+    assert {t.outcome for t in resumed.trials} <= {"KEEP", "SUPERSEDED", "REVERT"}
+
+
+CAP32 = variant("cap32", "--max-num-seqs", "32")
+
+
+def ladder(keepers, v) -> TrialMeasurement:
+    """The cap's value matters: 16 pays 50%, 32 pays 70% (the last value given wins, as argparse's)."""
+    args = [a for k in [*keepers, *([v] if v else [])] for a in k.add_args]
+    cap = int(args[len(args) - 1 - args[::-1].index("--max-num-seqs") + 1]) if "--max-num-seqs" in args else 0
+    level = {0: 100.0, 16: 150.0, 32: 170.0}[cap]
+    return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0)
+
+
+def test_two_values_of_one_knob_run_at_once_and_the_overtaken_one_is_judged_against_the_new_best() -> None:
+    plan = lambda keepers, tried: [CAP, CAP32]  # noqa: E731
+    result = run(plan, Slots(ladder), slots=3)
+    kept, overtaken, again = result.trials[:3]
+    assert {kept.name, overtaken.name} == {"cap", "cap32"} and overtaken.outcome == "SUPERSEDED"
+    assert again.name == overtaken.name and again.fingerprint == f"{overtaken.fingerprint}@{kept.fingerprint}", \
+        "the same config, judged with launches of its own against the new best"
+    assert [k.name for k in result.keepers][-1] == "cap32", "the better value ends on top, whichever settled first"

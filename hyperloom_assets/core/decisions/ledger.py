@@ -27,6 +27,9 @@ class Ledger(Protocol):
 
     def remember(self, record: TrialRecord) -> None: ...
 
+    def settled(self) -> list[TrialRecord]:
+        """Every trial recorded, in the order it was remembered (the parallel climb replays them so)."""
+
     def recall_looks(self, fingerprint: str) -> list[Look]:
         """A trial's recorded launches, for a trial a killed run left unfinished."""
 
@@ -54,6 +57,9 @@ class MemoryLedger:
 
     def remember(self, record: TrialRecord) -> None:
         self.records[record.fingerprint] = record
+
+    def settled(self) -> list[TrialRecord]:
+        return list(self.records.values())
 
     def recall_looks(self, fingerprint: str) -> list[Look]:
         return [look for look in self.looks if look.trial == fingerprint]

@@ -53,6 +53,7 @@ class TrialRecord(Strict):
     fingerprint: str  # of the whole launched change, relative to the operator's base
     variant: Variant
     against: str  # "baseline" or "stack of N keepers"
+    against_key: str | None = None  # the running best's evidence key, where a parallel climb settled it
     decision: Decision
     measurements: int  # launches of the variant
     # The variant's per-repeat values of the objective, launch by launch (so too the best's and
