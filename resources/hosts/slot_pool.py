@@ -1,6 +1,6 @@
 """A run's slots as one host: each server it starts takes a free slot for its life.
 
-The batch climb (core/decisions/parallel.py) measures from several threads at once;
+The parallel climb (core/decisions/parallel.py) measures from several threads at once;
 the trials asset gives it a PooledHost over the run's slots (one Host per slot, from the
 fleet), so every launch, the accuracy gate's included, runs on a slot no other launch of
 the run holds, and waits while all are busy. The benchmark client runs on the host the

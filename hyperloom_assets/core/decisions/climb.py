@@ -110,7 +110,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
     From the second look on, the running best is re-launched first whenever it has no
     more launches than the variant, so both sides carry launch noise and time drift alike.
     Under an SLO each launch of the variant is held to it first (the module docstring).
-    `first`: the variant's first look, when a batch already measured it (parallel.py).
+    `first`: the variant's first look, when the parallel climb already measured it (parallel.py).
     """
     judged = _Judged(decision=failed("not measured"), last=TrialMeasurement())
     tests = max_looks(prior)  # looks that can keep; a look without an interval is not one

@@ -1,7 +1,7 @@
 """The climb's state and its vocabulary: budgets, results, checks, the running best. Pure code.
 
 climb.py measures and judges one trial at a time against the running best; parallel.py
-measures a batch of trials at once. Both keep what they learn in a ClimbState: the
+measures several trials at once. Both keep what they learn in a ClimbState: the
 keepers, each config's launches (the evidence), the trials so far and what was tried.
 """
 
@@ -121,7 +121,7 @@ def budget_stop(trials: list[TrialRecord], gain: float, budget: Budget) -> StopR
 
 class ClimbState:
     """What the climb holds between trials: the keepers, each config's launches, the trials so far
-    (the serial climb here and the batch climb, parallel.py, share it)."""
+    (the serial climb and the parallel climb, parallel.py, share it)."""
 
     def __init__(self, baseline: list[float], plan: PlanFn, checks: Checks):
         self.plan, self.checks = plan, checks

@@ -29,7 +29,7 @@ and settle before the climb returns its stop reason.
 from __future__ import annotations
 
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hyperloom_assets.core.decisions.climb import (
     Budget,
@@ -51,6 +51,7 @@ from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 
 BEST = "running best"
+JUDGED_AGAIN = "judged again on the new stack"
 
 
 def relaunch_key(best_key: str) -> str:
@@ -58,8 +59,7 @@ def relaunch_key(best_key: str) -> str:
     return f"best-relaunch:{best_key}"
 
 
-@dataclass
-class _Flight:
+class _Flight(NamedTuple):
     variant: Variant
     fingerprint: str
     against: str  # the running best's key when it started
@@ -177,21 +177,24 @@ class _Parallel:
         for future in [f for f in self.trials if f in done]:
             self._settle(self.trials.pop(future), future.result())
 
-    def _judge_again(self, flight: _Flight) -> bool:
-        """Whether a superseded variant still needs a trial on the new stack: not when that config is the
-        running best, or already started there (the plan offered it on the new stack meanwhile)."""
+    def _judge_again(self, flight: _Flight) -> str:
+        """What becomes of a superseded variant: a trial of its own on the new stack, unless that config
+        is the running best, or was started there already (the plan offered it on the new stack)."""
         state = self.state
         config = trial_fingerprint(state.keepers, flight.variant)
         if config == state.best_key:
-            return False
-        return config not in state.seen or config == flight.fingerprint.split("@")[0]
+            return "its change is part of the new running best"
+        if config in state.seen and config != flight.fingerprint.split("@")[0]:
+            return "the new stack's own trial of it judges it"
+        return JUDGED_AGAIN
 
     def _settle(self, flight: _Flight, record: TrialRecord) -> None:
         state = self.state
         record = record.model_copy(update={"index": len(state.trials) + 1, "against_key": flight.against})
         if record.decision.outcome == Outcome.KEEP and flight.against != state.best_key:
-            record = record.model_copy(update={"decision": superseded(record.decision, state.keepers[-1].name)})
-            if self._judge_again(flight):
+            then = self._judge_again(flight)
+            record = record.model_copy(update={"decision": superseded(record.decision, state.keepers[-1].name, then)})
+            if then == JUDGED_AGAIN:
                 self.requeued.insert(0, flight.variant)
         self.ledger.remember(record)
         state.settle(record, flight.variant, self.ledger, against=flight.against)

@@ -62,7 +62,7 @@ class Outcome(str, Enum):
     FAILED = "FAILED"
     KILLED_OVERTIME = "KILLED_OVERTIME"
     REJECTED = "REJECTED"  # a source patch the critic rejected, or that does not apply to the running best's tree: never launched
-    # won against a running best that another trial of its batch replaced first: judged again on the new stack
+    # won against a running best that another trial replaced while it ran: judged again on the new stack
     SUPERSEDED = "SUPERSEDED"
 
 
@@ -157,12 +157,12 @@ def stack_unstable(why: str, gain: float | None = None) -> Decision:
     return Decision(outcome=Outcome.KEEP_UNSTABLE, reason=f"{STACK_UNSTABLE}: {why}; evicted", gain_pct=gain)
 
 
-def superseded(won: Decision, new_best: str) -> Decision:
-    """A batch trial's KEEP against a running best that an earlier trial of the batch replaced
-    (core/decisions/parallel.py): never kept as it stands, measured again on the new stack."""
+def superseded(won: Decision, new_best: str, then: str = "judged again on the new stack") -> Decision:
+    """A parallel trial's KEEP against a running best that another trial replaced while it ran
+    (core/decisions/parallel.py): never kept as it stands; `then` says what becomes of it."""
     return won.model_copy(update={"outcome": Outcome.SUPERSEDED, "reason": (
-        f"superseded: won against the old running best ({won.reason}), but {new_best} was kept first in its batch; "
-        f"judged again on the new stack")})
+        f"superseded: won against the old running best ({won.reason}), but {new_best} was kept while it ran; "
+        f"{then}")})
 
 
 def failed(reason: str) -> Decision:
