@@ -97,22 +97,21 @@ class StoreLedger:
         self.context, self.store, self.key, self.settle = context, store, key, settle
 
     def recall(self, fingerprint: str) -> TrialRecord | None:
-        for row in self.store.trials(self.key):
-            if row["fingerprint"] == fingerprint:
-                try:
-                    return TrialRecord.model_validate(row["record"])
-                except ValidationError as exc:  # written by an older hyperloom: measure it again
-                    self.context.log.warning("ledger entry %s is in an older format, measuring again: %s",
-                                             fingerprint, str(exc).splitlines()[0])
-        return None
+        rows = [row for row in self.store.trials(self.key) if row["fingerprint"] == fingerprint]
+        return next(iter(self._records(rows)), None)
 
     def settled(self) -> list[TrialRecord]:
+        return self._records(self.store.trials(self.key))
+
+    def _records(self, rows: list[dict]) -> list[TrialRecord]:
+        """The rows' trials; one written by an older hyperloom is skipped, so it is measured again if planned."""
         records = []
-        for row in self.store.trials(self.key):
+        for row in rows:
             try:
                 records.append(TrialRecord.model_validate(row["record"]))
-            except ValidationError:  # an older format: not replayed, measured again if planned
-                continue
+            except ValidationError as exc:
+                self.context.log.warning("ledger entry %s is in an older format, measuring again: %s",
+                                         row["fingerprint"], str(exc).splitlines()[0])
         return records
 
     def remember(self, record: TrialRecord) -> None:

@@ -23,7 +23,7 @@ from typing import Iterator
 import dagster as dg
 from pydantic import PrivateAttr
 
-from hyperloom_assets.core.config.hosts import LOCAL, HostsError, load_hosts
+from hyperloom_assets.core.config.hosts import LOCAL, HostConfig, HostsError, load_hosts
 from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
@@ -54,15 +54,19 @@ class HostFleet(dg.ConfigurableResource):
     slot_wait_s: float = 1800.0
     _slots: list[Slot] = PrivateAttr(default_factory=list)  # the run's, the first for its one-launch steps
 
-    def host(self, name: str, slot: Slot | None = None) -> Host:
-        """The host resource for a name of the hosts file; HostsError naming what is wrong."""
+    def host_config(self, name: str) -> HostConfig:
+        """A host's entry of the hosts file; HostsError naming what is wrong."""
         file = self.catalog.hosts_path()
         hosts, problems = load_hosts(file)
         if name not in hosts:
             mine = [p for p in problems if p.field.split(".")[0] == name]
             raise HostsError(mine or [TargetProblem(file=str(file), field=name, expected=(
                 f"a host of the hosts file ({', '.join(sorted(hosts))})"))])
-        config = hosts[name]
+        return hosts[name]
+
+    def host(self, name: str, slot: Slot | None = None, config: HostConfig | None = None) -> Host:
+        """The host resource for a name of the hosts file (`config`: its entry, when already read)."""
+        config = config or self.host_config(name)
         # The run's slot goes with its host: every launch of the run sees only the slot's devices.
         slot = slot or next((held for held in self._slots if held.host == name), None)
         slot = {"slot": slot.model_dump(mode="json")} if slot else {}
@@ -75,11 +79,6 @@ class HostFleet(dg.ConfigurableResource):
         return SshHost(name=name, config=config.model_dump(mode="json"), state_dir=str(self.local.state_path()),
                        check_foreign_processes=self.local.check_foreign_processes,
                        teardown_term_wait_s=self.local.teardown_term_wait_s, **slot)
-
-    def gpus_of(self, name: str) -> list[int] | None:
-        """The devices the hosts file declares for the host; None: the host is leased whole."""
-        hosts, _ = load_hosts(self.catalog.hosts_path())
-        return hosts[name].gpus if name in hosts else None
 
     def for_target(self, target: Target) -> Host:
         return self.host(target.host)
@@ -108,8 +107,8 @@ class HostFleet(dg.ConfigurableResource):
             yield self
             return
         name = target.host
-        host = self.host(name)  # a bad hosts entry fails here, before the lease and any launch
-        gpus = self.gpus_of(name)
+        config = self.host_config(name)  # a bad hosts entry fails here, before the lease and any launch
+        host, gpus = self.host(name, config=config), config.gpus  # no gpus declared: the host is leased whole
         holder = this_holder(run.run_id)
         with ExitStack() as held:
             try:

@@ -16,8 +16,9 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
-from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S, Holder, Lease, Verdict, blocked_message, decide
-from hyperloom_assets.core.fleet.slots import Slot, device_lease_key, parse_nvidia_topo, plan_slot, vendor_of
+from hyperloom_assets.core.fleet.leases import (DEFAULT_TTL_S, Holder, Lease, Verdict, blocked_message, decide,
+                                                device_lease_key, lease_key_parts)
+from hyperloom_assets.core.fleet.slots import Slot, parse_nvidia_topo, plan_slot, vendor_of
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.owner_scope import pid_alive
 from hyperloom_assets.resources.store.leases import HostLeased, HostLeases
@@ -33,8 +34,7 @@ def blocking_leases(leases: HostLeases, host: str, me: Holder) -> dict[int | Non
         same_scope = lease.holder.scope == me.scope
         alive = pid_alive(lease.holder.pid, lease.holder.pid_start) if same_scope else None
         if decide(lease, me, alive, now) in (Verdict.BLOCKED, Verdict.NEEDS_RECOVERY):
-            _, _, device = lease.host.partition("/")
-            blocking[int(device.removeprefix("gpu")) if device else None] = lease
+            blocking[lease_key_parts(lease.host)[1]] = lease
     return blocking
 
 

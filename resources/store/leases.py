@@ -91,7 +91,7 @@ class HostLeases(ExtraTables):
             return [_lease(row) for row in conn.execute(sa.select(HOST_LEASES).order_by(HOST_LEASES.c.host))]
 
     def of_host(self, host: str) -> list[Lease]:
-        """The host's own lease, or the leases of its devices (core/fleet/slots.device_lease_key)."""
+        """The host's own lease, or the leases of its devices (core/fleet/leases.device_lease_key)."""
         return [lease for lease in self.held() if lease.host == host or lease.host.startswith(f"{host}/")]
 
     def events(self, host: str) -> list[dict]:

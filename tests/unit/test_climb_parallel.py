@@ -49,7 +49,7 @@ def run(plan, measure, slots: int, ledger: MemoryLedger | None = None, **budget)
     return climb_parallel(BASE, 1.0, Budget(**limits), plan, measure, ledger or MemoryLedger(), slots=slots)
 
 
-def test_a_batch_measures_its_trials_and_the_running_best_at_once_and_keeps_what_the_serial_climb_keeps() -> None:
+def test_trials_start_with_the_running_bests_fresh_launch_and_keep_what_the_serial_climb_keeps() -> None:
     plan = lambda keepers, tried: [BUDGET, CAP, NOOP] if not keepers else [BUDGET, NOOP]  # noqa: E731
     slots = Slots(physics)
     parallel = run(plan, slots, slots=4)
@@ -77,7 +77,7 @@ def test_a_keep_overtaken_by_another_is_superseded_and_judged_again_on_the_new_s
     assert {k.name for k in result.keepers} == {"cap", "async"}
 
 
-def test_a_batch_never_holds_more_trials_than_the_budget_has_left() -> None:
+def test_no_trial_starts_past_what_the_budget_has_left() -> None:
     plan = lambda keepers, tried: [BUDGET, NOOP, CRASH, CAP]  # noqa: E731
     result = run(plan, Slots(physics), slots=8, max_trials=3)
     assert {t.name for t in result.trials} == {"budget", "noop", "crash"} and result.stop_reason == "budget_exhausted"
@@ -92,7 +92,7 @@ def test_one_slot_is_the_serial_climb() -> None:
 
 
 @pytest.mark.parametrize("killed_after", [2, 5, 9, 12])
-def test_a_run_killed_mid_batch_resumes_measuring_none_of_its_finished_launches_again(killed_after) -> None:
+def test_a_run_killed_with_trials_in_flight_resumes_measuring_none_of_its_finished_launches_again(killed_after) -> None:
     plan = lambda keepers, tried: [CAP, ASYNC, NOOP]  # noqa: E731
     looks: list = []
     killed = MemoryLedger(looks=looks)  # its trials and launches are the store's, and outlive the run

@@ -69,16 +69,28 @@ def decide(lease: Lease | None, me: Holder, holder_alive: bool | None, now: date
     return Verdict.NEEDS_RECOVERY if lease.expired(now) else Verdict.BLOCKED
 
 
-def lease_subject(key: str) -> str:
-    """A lease row's key in words: a host's own row, or one device of it (core/fleet/slots.device_lease_key)."""
+def device_lease_key(host: str, device: int) -> str:
+    """A device's row in the lease table (a slot's: core/fleet/slots.py); '/' never occurs in a host name,
+    so no host's own row clashes."""
+    return f"{host}/gpu{device}"
+
+
+def lease_key_parts(key: str) -> tuple[str, int | None]:
+    """(host, device) of a lease row's key; device None for a host's own row."""
     host, _, device = key.partition("/")
-    return f"device {device} of host {host!r}" if device else f"host {host!r}"
+    return host, int(device.removeprefix("gpu")) if device else None
+
+
+def lease_subject(key: str) -> str:
+    """A lease row's key in words: a host's own row, or one device of it."""
+    host, device = lease_key_parts(key)
+    return f"device gpu{device} of host {host!r}" if device is not None else f"host {host!r}"
 
 
 def blocked_message(lease: Lease, verdict: Verdict, now: datetime) -> str:
     """Who holds the host and since when, and what the operator can do."""
     age = (now - lease.heartbeat_at).total_seconds()
-    host = lease.host.partition("/")[0]
+    host = lease_key_parts(lease.host)[0]
     text = (f"{lease_subject(lease.host)} is leased by {lease.holder.describe()} since {lease.since()}; "
             f"last heartbeat {age:.0f} s ago (TTL {lease.ttl_s:.0f} s)")
     if verdict is Verdict.NEEDS_RECOVERY:

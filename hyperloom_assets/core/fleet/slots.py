@@ -9,7 +9,7 @@ share; a slot gets its devices' shares). The server sees only its devices, throu
 variable its vendor's runtime reads (`device_env`). On a CPU-only host the declared
 "devices" are only CPU sets: two slots never share a core.
 
-Leases per device (resources/store/leases.py, keys from `device_lease_key`) keep two
+Leases per device (resources/store/leases.py, keys from leases.device_lease_key) keep two
 runs off the same device; a run holds the devices of its slot for its whole length.
 """
 
@@ -159,11 +159,6 @@ def vendor_of(gpu_tool: str | None) -> Vendor:
     if gpu_tool in ("amd-smi", "rocm-smi"):
         return "amd"
     return "none"
-
-
-def device_lease_key(host: str, device: int) -> str:
-    """A device's row in the lease table; '/' never occurs in a host name, so no host's own row clashes."""
-    return f"{host}/gpu{device}"
 
 
 def plan_slot(host: str, gpus: list[int], busy: set[int], count: int, allowed_cpus: list[int],
