@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hyperloom_assets.core.config.hosts import hosts_file, load_hosts
+from hyperloom_assets.core.config.hosts import hosts_file, load_hosts, member_configs, serving_hosts
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
@@ -146,7 +146,9 @@ def main(argv: list[str]) -> int:
             print(problem)
     fleet = HostFleet(local=LocalHost(check_foreign_processes=False), catalog=catalog, store=ResultStore())
     if args.action == "check":
-        return check(fleet, [args.name] if args.name else sorted(hosts), problems, as_json)
+        # A pool is checked through its members: each is a host of its own.
+        named = [member for member, _ in member_configs(args.name, hosts)] if args.name in hosts else [args.name]
+        return check(fleet, named if args.name else sorted(serving_hosts(hosts)), problems, as_json)
     host = fleet.host(args.name)
     if not isinstance(host, SshHost):
         print(f"{args.name} is this machine: `make setup` installs the project here", file=sys.stderr)

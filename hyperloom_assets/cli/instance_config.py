@@ -40,7 +40,7 @@ from typing import Mapping
 import sqlalchemy as sa
 import yaml
 
-from hyperloom_assets.core.config.hosts import hosts_file, load_hosts
+from hyperloom_assets.core.config.hosts import declared_devices, hosts_file, load_hosts
 from hyperloom_assets.core.fleet.tags import slotted_host_limits
 from hyperloom_assets.resources.store.database import (
     POSTGRES_PASSWORD_ENV,
@@ -128,9 +128,9 @@ def postgres_storage(environ: Mapping[str, str]) -> dict | None:
 
 
 def slotted_hosts() -> dict[str, int]:
-    """Hosts of the hosts file that declare their GPUs, with how many (core/fleet/slots.py)."""
+    """Hosts of the hosts file that declare their GPUs, and pools, with how many (core/fleet/slots.py)."""
     hosts, _ = load_hosts(hosts_file(), check_files=False)
-    return {name: len(host.gpus) for name, host in hosts.items() if host.gpus}
+    return {name: sum(counts) for name, counts in declared_devices(hosts).items()}
 
 
 def _with_slot_limits(text: str, devices: Mapping[str, int]) -> str:

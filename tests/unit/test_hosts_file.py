@@ -52,7 +52,7 @@ def test_a_good_ssh_host_resolves_its_key_paths_and_local_always_exists(repo) ->
     ({"identity_file": "keys/nope"}, "gpu-a.identity_file", "does not exist"),
     ({"known_hosts": "keys"}, "gpu-a.known_hosts", "a readable known_hosts file"),  # a folder cannot be read
     ({"known_hosts": "keys/missing"}, "gpu-a.known_hosts", "No such file"),
-    ({"kind": "telnet"}, "gpu-a.kind", "local or ssh"),
+    ({"kind": "telnet"}, "gpu-a.kind", "local, ssh or pool"),
     ({"colour": "blue"}, "gpu-a.colour", "unknown field"),
     ({"port": 0}, "gpu-a.port", "greater than 0"),
 ])

@@ -75,7 +75,16 @@ class SshHostConfig(Frozen):
     _slot_cpus = field_validator("client_cpus")(_slots_own_cpus)
 
 
-HostConfig = Annotated[Union[LocalHostConfig, SshHostConfig], Field(discriminator="kind")]
+class PoolConfig(Frozen):
+    """Several hosts of the file with the same GPU model and engine install, named as one: a run
+    takes its slots across them (resources/hosts/fleet.py). Checked against the file in `_pool_problems`."""
+
+    kind: Literal["pool"]
+    hosts: list[str] = Field(min_length=2)
+
+
+ServingHost = Union[LocalHostConfig, SshHostConfig]
+HostConfig = Annotated[Union[LocalHostConfig, SshHostConfig, PoolConfig], Field(discriminator="kind")]
 _HOST = TypeAdapter(HostConfig)
 
 
@@ -102,14 +111,14 @@ def _problem(file: Path, field: str, expected: str) -> TargetProblem:
 def _validation_problems(file: Path, name: str, error: ValidationError) -> list[TargetProblem]:
     problems = []
     for item in error.errors():
-        loc = [str(part) for part in item["loc"] if str(part) not in ("local", "ssh")]
+        loc = [str(part) for part in item["loc"] if str(part) not in ("local", "ssh", "pool")]
         field = ".".join([name, *loc])
         if item["type"] == "missing":
             expected = "a value (required field is missing)"
         elif item["type"] == "extra_forbidden":
             expected = "no such field (unknown field)"
         elif item["type"] in ("union_tag_invalid", "union_tag_not_found"):
-            field, expected = f"{name}.kind", f"local or ssh, got {item.get('input', {}).get('kind')!r}"
+            field, expected = f"{name}.kind", f"local, ssh or pool, got {item.get('input', {}).get('kind')!r}"
         else:
             expected = f"{item['msg']}, got {item.get('input')!r}"
         problems.append(_problem(file, field, expected))
@@ -151,7 +160,7 @@ def parse_host(file: Path, name: str, raw: object, check_files: bool = True) -> 
         problems = _file_problems(file, name, host) if check_files else []
         if problems:
             return None, problems
-    elif host.python is not None:
+    elif isinstance(host, LocalHostConfig) and host.python is not None:
         host = host.model_copy(update={"python": _resolve(host.python, file.parent)})
     return host, []
 
@@ -180,13 +189,64 @@ def load_hosts(file: Path, check_files: bool = True) -> tuple[dict[str, HostConf
         problems += found
         if host is not None:
             hosts[str(name)] = host
+    for name, pool in [(name, host) for name, host in hosts.items() if isinstance(host, PoolConfig)]:
+        found = _pool_problems(file, name, pool, hosts, problems)
+        if found:
+            problems += found
+            del hosts[name]
     return hosts, problems
+
+
+def _pool_problems(file: Path, name: str, pool: PoolConfig, hosts: dict[str, HostConfig],
+                   problems: list[TargetProblem]) -> list[TargetProblem]:
+    """A pool's members are distinct good hosts of the same file, each declaring its gpus (slots are
+    what a pool hands out), none of them a pool."""
+    found = []
+    for at, member in enumerate(pool.hosts):
+        field, wrong = f"{name}.hosts.{at}", [f"{p.field}: {p.expected}" for p in problems
+                                               if p.field.split(".")[0] == member]
+        if member in pool.hosts[:at]:
+            found.append(_problem(file, field, f"each host once, got {member!r} again"))
+        elif wrong:
+            found.append(_problem(file, field, f"a usable host, but {member!r} is bad: {'; '.join(wrong)}"))
+        elif member not in hosts:
+            found.append(_problem(file, field, f"a host of this file ({', '.join(sorted(serving_hosts(hosts)))}), "
+                                               f"got {member!r}"))
+        elif isinstance(hosts[member], PoolConfig):
+            found.append(_problem(file, field, f"a host, not a pool: {member!r} is a pool (no pool inside a pool)"))
+        elif hosts[member].gpus is None:
+            found.append(_problem(file, field, f"a host that declares its gpus (a pool hands out slots), "
+                                               f"{member!r} declares none"))
+    return found
+
+
+def serving_hosts(hosts: dict[str, HostConfig]) -> dict[str, ServingHost]:
+    """The hosts that serve themselves: every entry but the pools."""
+    return {name: host for name, host in hosts.items() if not isinstance(host, PoolConfig)}
+
+
+def member_configs(name: str, hosts: dict[str, HostConfig]) -> list[tuple[str, ServingHost]]:
+    """(name, entry) of each host a target naming `name` serves on: a pool's members, else the host."""
+    host = hosts[name]
+    if isinstance(host, PoolConfig):
+        return [(member, hosts[member]) for member in host.hosts]
+    return [(name, host)]
+
+
+def declared_devices(hosts: dict[str, HostConfig]) -> dict[str, list[int]]:
+    """Each host that declares its gpus, or pool, by name: its devices per member (a host has one member)."""
+    devices = {}
+    for name in hosts:
+        members = member_configs(name, hosts)
+        if all(host.gpus for _, host in members):
+            devices[name] = [len(host.gpus) for _, host in members]
+    return devices
 
 
 def host_names(file: Path, hosts: dict[str, HostConfig], problems: list[TargetProblem]) -> HostNames:
     """What a target's `host` is checked against: the good hosts, and what is wrong with the bad."""
     broken = tuple((p.field.split(".")[0], f"{p.field}: {p.expected}") for p in problems if p.field != "(file)")
-    gpus = tuple((name, len(host.gpus)) for name, host in hosts.items() if host.gpus)
+    gpus = tuple((name, tuple(counts)) for name, counts in declared_devices(hosts).items())
     return HostNames(file=file, names=frozenset(hosts), broken=broken, gpus=gpus)
 
 

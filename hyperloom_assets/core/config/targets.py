@@ -177,14 +177,16 @@ class HostNames:
     file: Path
     names: frozenset[str]
     broken: tuple[tuple[str, str], ...] = ()  # (host, what is wrong with its entry)
-    gpus: tuple[tuple[str, int], ...] = ()  # (host, how many devices it declares), hosts with `gpus:` only
+    # (host or pool, how many devices each of its members declares): hosts with `gpus:` and pools only
+    gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def slot_problem(self, file: str, target: "Target") -> TargetProblem | None:
         """A launch that takes more devices than its host declares could never get a slot, nor
-        `parallel_trials` slots more than the host has."""
-        declared = dict(self.gpus).get(target.host)
+        `parallel_trials` slots more than the host has. On a pool a launch fits on one member, and
+        the slots are those of every member."""
+        members = dict(self.gpus).get(target.host)
         parallel = target.parallel_trials
-        if declared is None:
+        if members is None:
             if isinstance(parallel, int) and parallel > 1:
                 return TargetProblem(file=file, field="parallel_trials", expected=(
                     f"1 or auto on host {target.host!r}, which declares no gpus in {self.file} (one slot); got {parallel}"))
@@ -193,14 +195,18 @@ class HostNames:
             needed = devices_per_launch(target.engine, target.server_args)
         except SlotError as error:
             return TargetProblem(file=file, field="server_args", expected=str(error))
-        if needed > declared:
+        largest, slots = max(members), sum(declared // needed for declared in members)
+        where = (f"host {target.host!r} declares {largest}" if len(members) == 1 else
+                 f"the largest member of pool {target.host!r} declares {largest}")
+        if needed > largest:
             return TargetProblem(file=file, field="server_args", expected=(
-                f"at most {declared} devices per launch (host {target.host!r} declares {declared} in {self.file}), "
+                f"at most {largest} devices per launch ({where} in {self.file}), "
                 f"got tensor x pipeline x data parallel = {needed}"))
-        if isinstance(parallel, int) and parallel * needed > declared:
+        if isinstance(parallel, int) and parallel > slots:
+            held = (f"host {target.host!r} ({largest} declared" if len(members) == 1 else
+                    f"pool {target.host!r} ({' + '.join(str(m) for m in members)} declared by its members")
             return TargetProblem(file=file, field="parallel_trials", expected=(
-                f"at most {declared // needed} slots of {needed} device(s) on host {target.host!r} "
-                f"({declared} declared in {self.file}), got {parallel}"))
+                f"at most {slots} slots of {needed} device(s) on {held} in {self.file}), got {parallel}"))
         return None
 
     def problem(self, file: str, host: str) -> TargetProblem | None:
