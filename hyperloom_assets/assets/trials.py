@@ -253,7 +253,8 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
         return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(),
                                 goodputs=goodputs_if_measured(measured.measurement), measuring_s=measured.measuring_s,
                                 measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
-                                telemetry=measured.measurement.telemetry, latency=measured.measurement.latency)
+                                telemetry=measured.measurement.telemetry, latency=measured.measurement.latency,
+                                ran_on=measured.launch.slot_text())
 
     return measure
 

@@ -142,7 +142,7 @@ def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, ru
             served_model=engine.served_model(spec.model, spec.server_args), log_path=log_path,
             ready_s=ready_s, evidence=engine.parse_evidence(log_text),
             engine_version=identity(engine, prepared.installed), engine_path=engine_path, cpus=cpus,
-            devices=prepared.devices,
+            devices=prepared.devices, host=host,
         )
     finally:
         with signals_deferred():

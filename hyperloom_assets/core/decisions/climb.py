@@ -86,6 +86,7 @@ class _Judged(Strict):
     latencies: list[Latency | None] = []  # the variant's launches'
     output_throughputs: Launches = []  # the variant's launches' output tok/s, kept where they are not `launches`
     slo: SloVerdict | None = None  # over `latencies`
+    ran_on: list[str] = []  # every launch's slot (the variant's, the best's beside it, the rebench's)
     last: TrialMeasurement
 
 
@@ -102,6 +103,12 @@ def _ids(result: TrialMeasurement) -> list[int]:
     return [result.measurement_id] if result.measurement_id is not None else []
 
 
+def _placed(judged: _Judged, result: TrialMeasurement) -> TrialMeasurement:
+    """The launch, its slot noted among the trial's."""
+    judged.ran_on += [result.ran_on] if result.ran_on else []
+    return result
+
+
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
            baseline_measuring_s: float, launch: Launcher, prior: LaunchNoise | None = None,
            slo: SloState | None = None, first: TrialMeasurement | None = None) -> _Judged:
@@ -116,14 +123,14 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
     tests = max_looks(prior)  # looks that can keep; a look without an interval is not one
     for look in range(1, max_looks(prior) + 1):
         if look > 1 and len(best) + len(judged.best_launches) <= len(judged.launches):
-            again = launch("best", keepers, None)
+            again = _placed(judged, launch("best", keepers, None))
             judged.best_ids += _ids(again)
             if again.error_class is not None:
                 judged.decision, judged.last = failed(f"the running best failed when launched again: "
                                                       f"{_first_line(again)}"), again
                 return judged
             judged.best_launches.append(objective_values(again, slo))
-        result = first if look == 1 and first is not None else launch("variant", keepers, variant)
+        result = _placed(judged, first if look == 1 and first is not None else launch("variant", keepers, variant))
         judged.looks, judged.last = look, result
         judged.ids += _ids(result)
         if result.error_class == OVERTIME:
@@ -166,7 +173,7 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
              slo: SloState | None = None) -> None:
     """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP
     (under an SLO: meet it; and gain on throughput unless the KEEP was for meeting it)."""
-    fresh = launch("rebench", stack, None)
+    fresh = _placed(judged, launch("rebench", stack, None))
     judged.rebenches += 1
     judged.rebench_ids += _ids(fresh)
     if fresh.error_class is not None:
@@ -269,4 +276,4 @@ def judged_trial(index: int, fingerprint: str, variant: Variant, keepers: list[V
                        best_measurement_ids=judged.best_ids, rebench_measurement_ids=judged.rebench_ids,
                        error_class=last.error_class, argv=last.argv, env=last.env, telemetry=last.telemetry,
                        review=review, slo=judged.slo, objective=slo.check.objective if slo else "throughput",
-                       output_throughputs=judged.output_throughputs)
+                       output_throughputs=judged.output_throughputs, ran_on=judged.ran_on)

@@ -36,6 +36,7 @@ class TrialMeasurement(Strict):
     env: dict[str, str] = {}
     telemetry: Telemetry | None = None  # the engine's /metrics over the measured rounds
     latency: Latency | None = None  # per-request percentiles over the measured rounds (None: a failed launch)
+    ran_on: str | None = None  # `host:devices` of the launch's slot (LaunchRecord.slot_text); None off a slot
 
 
 class Look(Strict):
@@ -74,6 +75,7 @@ class TrialRecord(Strict):
     slo: SloVerdict | None = None  # the target's SLO over the variant's launches (None: no SLO, or none measured)
     objective: Objective = "throughput"
     output_throughputs: Launches = []  # the variant's output tok/s, when the objective is not throughput
+    ran_on: list[str] = []  # each launch's slot, `host:devices`, in launch order (launches off a slot: none)
 
     @property
     def outcome(self) -> str:

@@ -62,10 +62,17 @@ class LaunchRecord(Strict):
     engine_path: str | None = None  # the file the server said its engine package came from
     cpus: CpuPlacement | None = None  # None: server and client share every CPU
     devices: list[int] | None = None  # its slot's devices (core/fleet/slots.py); None: the host's every device
+    host: str | None = None  # the host of the hosts file that served it (None: recorded before hosts were)
 
     @property
     def argv_text(self) -> str:
         return shlex.join(self.argv)
+
+    def slot_text(self) -> str | None:
+        """Where a launch on a slot ran, `host:devices` (`gpu-a:0,1`); None off a slot (the target's host whole)."""
+        if self.devices is None:
+            return None
+        return f"{self.host or '?'}:{','.join(str(device) for device in self.devices)}"
 
 
 class ServerError(RuntimeError):

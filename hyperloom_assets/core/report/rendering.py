@@ -25,6 +25,7 @@ def trials_markdown(trials: list[TrialRecord]) -> str:
     """The typed trials table (tables.trials_table), formatted for a reader."""
     rows = []
     with_slo = any(t.slo for t in trials)
+    on_slots = any(t.ran_on for t in trials)  # a pool or a host that declares its gpus: say where each ran
     on_goodput = any(t.objective == "goodput" for t in trials)  # then the gains are of goodput
     for row in trials_table(trials).rows:
         interval = "" if row["ci_low_pct"] is None else f"[{row['ci_low_pct']:+.2f}%, {row['ci_high_pct']:+.2f}%]"
@@ -34,11 +35,12 @@ def trials_markdown(trials: list[TrialRecord]) -> str:
                      _pct(row["gain_pct"]), interval, mean,
                      *([f"{row['goodput']:,.3f}" if row["goodput"] is not None else ""] if on_goodput else []),
                      launches, "replayed" if row["replayed"] else "",
-                     row["reason"], row["critic"] or "", *([row["slo"]] if with_slo else []), telemetry_text(row)))
+                     row["reason"], row["critic"] or "", *([row["slo"]] if with_slo else []),
+                     *([row["ran_on"]] if on_slots else []), telemetry_text(row)))
     return table(["#", "fingerprint", "name", "change", "against", "outcome",
                   "goodput gain" if on_goodput else "gain", "interval (level in the reason)",
                   "tok/s", *(["good req/s"] if on_goodput else []), "launches", "", "reason", "critic",
-                  *(["SLO"] if with_slo else []), "engine telemetry"], rows)
+                  *(["SLO"] if with_slo else []), *(["ran on"] if on_slots else []), "engine telemetry"], rows)
 
 
 def telemetry_text(row: dict) -> str:

@@ -94,6 +94,8 @@ TRIAL_COLUMNS = columns_of(
     ("critic", "string", "the critic's verdict and reasons, for a change that touches the tree or came from a model"),
     ("slo", "string", "the target's SLO over the variant's launches: met or missed, each limit at the percentile "
                       "with its 95% upper bound; empty without an SLO"),
+    ("ran_on", "string", "where the trial's launches ran, host:devices of each slot they took (a pool's member or "
+                         "a host that declares its gpus); empty where the target's host serves whole"),
 ) + TELEMETRY_COLUMNS
 
 
@@ -120,6 +122,11 @@ def critic_text(trial: TrialRecord) -> str | None:
                   fallback=llm.critic_fallback).text()
 
 
+def ran_on_text(trial: TrialRecord) -> str:
+    """Each slot the trial's launches took, once, in the order first taken: `gpu-a:0, gpu-b:2`."""
+    return ", ".join(dict.fromkeys(trial.ran_on))
+
+
 def trials_table(trials: list[TrialRecord]) -> Table:
     rows = [dict(index=t.index, fingerprint=t.fingerprint, name=t.name, provenance=t.variant.trial_provenance(),
                  change=describe_change(t.variant), diagnosis=t.variant.diagnosis, rule=t.variant.rule,
@@ -128,7 +135,8 @@ def trials_table(trials: list[TrialRecord]) -> Table:
                  output_throughput=rounded(t.output_throughput, "tok/s"),
                  goodput=rounded(t.mean, "req/s") if t.objective == "goodput" else None, launches=t.measurements,
                  best_relaunches=len(t.best_launches), replayed=t.replayed, reason=t.decision.reason,
-                 critic=critic_text(t), slo=t.slo.short() if t.slo else "", **telemetry_cells(t.telemetry))
+                 critic=critic_text(t), slo=t.slo.short() if t.slo else "", ran_on=ran_on_text(t),
+                 **telemetry_cells(t.telemetry))
             for t in trials]
     return Table(columns=TRIAL_COLUMNS, rows=rows)
 
