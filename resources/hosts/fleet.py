@@ -12,6 +12,10 @@ A host that declares its GPUs (`gpus:` in the hosts file) is not leased whole: t
 leases a slot, the devices one launch of its target takes (slot_leases.py), and every
 host this resource hands out for that host carries the slot, so each launch sees only
 the slot's devices and CPUs. Runs on other slots of the host go on beside it.
+
+A target may name a pool (`kind: pool`): its members are checked to serve alike, and the
+run's slots are taken across them (host_pool.py). Each slot's host is its member's; the
+run's one-launch steps take its first slot, the parallel climb every slot (slot_hosts).
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ from typing import Iterator
 import dagster as dg
 from pydantic import PrivateAttr
 
-from hyperloom_assets.core.config.hosts import LOCAL, HostConfig, HostsError, load_hosts
+from hyperloom_assets.core.config.hosts import LOCAL, HostConfig, HostsError, PoolConfig, load_hosts, member_configs
 from hyperloom_assets.core.config.targets import Target, TargetProblem
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
 from hyperloom_assets.core.fleet.slots import Slot, SlotError, devices_per_launch
+from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.host import Host
+from hyperloom_assets.resources.hosts.host_pool import PoolMismatch, PoolRequest, check_members_agree, hold_pool_slots
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.owner_scope import this_holder
 from hyperloom_assets.resources.hosts.slot_leases import hold_slot
@@ -56,17 +62,29 @@ class HostFleet(dg.ConfigurableResource):
 
     def host_config(self, name: str) -> HostConfig:
         """A host's entry of the hosts file; HostsError naming what is wrong."""
+        return self._host_configs(name)[name]
+
+    def _host_configs(self, name: str) -> dict[str, HostConfig]:
+        """Every good entry of the hosts file, `name` among them; HostsError naming what is wrong with it."""
         file = self.catalog.hosts_path()
         hosts, problems = load_hosts(file)
         if name not in hosts:
             mine = [p for p in problems if p.field.split(".")[0] == name]
             raise HostsError(mine or [TargetProblem(file=str(file), field=name, expected=(
                 f"a host of the hosts file ({', '.join(sorted(hosts))})"))])
-        return hosts[name]
+        return hosts
+
+    def members(self, name: str) -> list[tuple[str, HostConfig]]:
+        """(name, entry) of each host a target naming `name` serves on: a pool's members, else the host."""
+        return member_configs(name, self._host_configs(name))
 
     def host(self, name: str, slot: Slot | None = None, config: HostConfig | None = None) -> Host:
-        """The host resource for a name of the hosts file (`config`: its entry, when already read)."""
+        """The host resource for a name of the hosts file (`config`: its entry, when already read); for a
+        pool, the member of the run's first slot there (its first member outside a run)."""
         config = config or self.host_config(name)
+        if isinstance(config, PoolConfig):
+            held = next((held for held in self._slots if held.host in config.hosts), None)
+            return self.host(held.host, held) if held else self.host(config.hosts[0])
         # The run's slot goes with its host: every launch of the run sees only the slot's devices.
         slot = slot or next((held for held in self._slots if held.host == name), None)
         slot = {"slot": slot.model_dump(mode="json")} if slot else {}
@@ -84,9 +102,10 @@ class HostFleet(dg.ConfigurableResource):
         return self.host(target.host)
 
     def slot_hosts(self, target: Target) -> list[Host]:
-        """One host per slot the run holds on the target's host (parallel trials), else the host alone."""
-        held = [slot for slot in self._slots if slot.host == target.host]
-        return [self.host(target.host, slot) for slot in held] or [self.host(target.host)]
+        """One host per slot the run holds on the target's host or pool (parallel trials), else the host alone."""
+        names = {name for name, _ in self.members(target.host)}
+        held = [slot for slot in self._slots if slot.host in names]
+        return [self.host(slot.host, slot) for slot in held] or [self.host(target.host)]
 
     def run_target(self, run: dg.DagsterRun | None) -> Target | None:
         """The target a run serves, from the run's snapshot of the target file."""
@@ -107,19 +126,22 @@ class HostFleet(dg.ConfigurableResource):
             yield self
             return
         name = target.host
-        config = self.host_config(name)  # a bad hosts entry fails here, before the lease and any launch
-        host, gpus = self.host(name, config=config), config.gpus  # no gpus declared: the host is leased whole
+        members = self.members(name)  # a bad hosts entry fails here, before the lease and any launch
+        hosts = [(self.host(member, config=config), config.gpus) for member, config in members]
         holder = this_holder(run.run_id)
         with ExitStack() as held:
             try:
-                if gpus is None:
+                if len(hosts) > 1:
+                    check_members_agree(name, [host for host, _ in hosts], target_spec(target))
+                    self._slots = self._hold_pool_slots(held, name, hosts, target, holder, context)
+                elif hosts[0][1] is None:  # no gpus declared: the host is leased whole
                     held.enter_context(HostLeases(self.store).hold(name, holder, self.lease_ttl_s,
                                                                    on_warning=context.log.warning))
                 else:
-                    self._slots = self._hold_slots(held, host, gpus, target, holder, context)
-            except SlotError as exc:  # the target asks more devices than the host has: its config, not the host
+                    self._slots = self._hold_slots(held, *hosts[0], target, holder, context)
+            except (SlotError, PoolMismatch) as exc:  # the target's or the pool's config, not the host's state
                 raise dg.Failure(description=str(exc), metadata={"host": name}) from exc
-            except HostLeased as exc:
+            except (HostLeased, ServerError) as exc:  # held by another run, or a pool member unreachable
                 # Before any step, so no step's recorded_stops sees it: the stop is kept here.
                 context.log.warning(f"stop reason: {ENVIRONMENT_UNAVAILABLE}: {exc}")
                 self.store.record_stop(target=run.tags[PARTITION_TAG], stop_reason=ENVIRONMENT_UNAVAILABLE,
@@ -151,3 +173,18 @@ class HostFleet(dg.ConfigurableResource):
                     raise
                 break  # auto: the slots free now are the run's
         return slots
+
+    def _hold_pool_slots(self, held: ExitStack, pool: str, members: list[tuple[Host, list[int]]], target: Target,
+                         holder, context: dg.InitResourceContext) -> list[Slot]:
+        """The run's slots across a pool's members (host_pool.py): `parallel_trials` of them, or with
+        `auto` every slot free on any member."""
+        count, auto = devices_per_launch(target.engine, target.server_args), target.parallel_trials == "auto"
+        wanted = sum(len(gpus) // count for _, gpus in members) if auto else target.parallel_trials
+        request = PoolRequest(pool, members, count, wanted, auto)
+        return hold_pool_slots(held, HostLeases(self.store), request, holder, self.lease_ttl_s, self.slot_wait_s,
+                               on_warning=context.log.warning, on_wait=context.log.info)
+
+
+def target_spec(target: Target) -> ServerSpec:
+    """The target's own launch, as the members of a pool are asked what they would serve it with."""
+    return ServerSpec(engine=target.engine, model=target.model, server_args=target.server_args, env=target.env)

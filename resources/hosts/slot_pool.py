@@ -3,13 +3,16 @@
 The parallel climb (core/decisions/parallel.py) measures from several threads at once;
 the trials asset gives it a PooledHost over the run's slots (one Host per slot, from the
 fleet), so every launch, the accuracy gate's included, runs on a slot no other launch of
-the run holds, and waits while all are busy. The benchmark client runs on the host the
-server's slot belongs to, pinned to that slot's CPUs (the launch's placement says them).
+the run holds, and waits while all are busy. The slots may be on several hosts (a pool):
+what a caller asks about a server it started (the benchmark client, a control route, a
+served path) goes to the host whose slot serves it, the one the calling thread borrowed,
+and the client is pinned to that slot's CPUs (the launch's placement says them).
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -22,7 +25,8 @@ from hyperloom_assets.resources.hosts.process_group import ReapReport
 
 
 class PooledHost:
-    """The Host protocol over one host's slots: `serve` borrows a free slot, the rest is the host's."""
+    """The Host protocol over a run's slots: `serve` borrows a free slot; what is asked of a server
+    goes to the slot this thread serves on; the rest is the first slot's host's."""
 
     def __init__(self, slots: list[Host]):
         if not slots:
@@ -32,14 +36,22 @@ class PooledHost:
         for slot in slots:
             self.free.put(slot)
         self.size = len(slots)
+        self.serving = threading.local()  # the slot this thread's server runs on, while it runs
 
     @contextmanager
     def borrowed(self) -> Iterator[Host]:
         slot = self.free.get()
+        outer = getattr(self.serving, "slot", None)
+        self.serving.slot = slot
         try:
             yield slot
         finally:
+            self.serving.slot = outer
             self.free.put(slot)
+
+    def serving_slot(self) -> Host:
+        """The slot whose server this thread started (the first slot outside a server's block)."""
+        return getattr(self.serving, "slot", None) or self.first
 
     @contextmanager
     def serve(self, spec: ServerSpec, run_dir: Path, label: str | None = None) -> Iterator[LaunchRecord]:
@@ -47,8 +59,8 @@ class PooledHost:
             yield launch
 
     def measure(self, bench: BenchmarkClient, base_url: str, *args, **kwargs) -> Measurement:
-        # Any slot's handle reaches the host; the client is pinned by the launch's placement (cpus=...).
-        return self.first.measure(bench, base_url, *args, **kwargs)
+        # The client runs beside the server (its base_url is the host's own), pinned by the launch's placement.
+        return self.serving_slot().measure(bench, base_url, *args, **kwargs)
 
     def state_path(self) -> Path:
         return self.first.state_path()
@@ -75,7 +87,7 @@ class PooledHost:
         return self.first.reap_orphans()
 
     def post(self, url: str, timeout_s: float) -> dict:
-        return self.first.post(url, timeout_s)
+        return self.serving_slot().post(url, timeout_s)
 
     def served_path(self, run_dir: Path) -> str:
-        return self.first.served_path(run_dir)
+        return self.serving_slot().served_path(run_dir)
