@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hyperloom_assets.core.decisions.climb import OVERTIME, Budget, TrialMeasurement, TrialRecord, climb
-from hyperloom_assets.core.decisions.ledger import MemoryLedger
+from hyperloom_assets.core.decisions.ledger import Launcher, MemoryLedger
 from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.planning.variants import Variant
 
@@ -283,6 +283,30 @@ def test_a_recorded_launch_of_another_role_is_not_replayed() -> None:
     result = climb(BASE, 1.0, Budget(max_trials=1, target_gain_pct=500.0), lambda keepers, tried: [CAP], measure,
                    StaleLedger())
     assert calls[0] == "cap" and result.trials[0].outcome == "KEEP"
+
+
+def test_a_trial_started_again_on_a_newer_best_replays_every_launch_of_its_config_and_none_of_the_old_best() -> None:
+    # A parallel trial killed after variant, best (of the baseline), variant; started again on the
+    # keeper that settled meanwhile, whose evidence asks for no best launch until the third look.
+    def look(index: int, role: str, level: float, against: str) -> Look:
+        return Look(trial="cap", index=index, role=role, against=against,
+                    measurement=TrialMeasurement(throughputs=[level] * 3, measurement_id=index))
+
+    looks = [look(1, "variant", 150.0, "baseline"), look(2, "best", 100.0, "baseline"),
+             look(3, "variant", 151.0, "baseline")]
+    measured: list[str] = []
+
+    def measure(keepers, v):
+        measured.append(config_name(keepers, v))
+        return TrialMeasurement(throughputs=[160.0] * 3, measurement_id=10 + len(measured))
+
+    launch = Launcher("cap", 2, "cap", measure, MemoryLedger(looks=looks), against="budget")
+    ids = [launch(role, [BUDGET], CAP if role == "variant" else None).measurement_id
+           for role in ("variant", "variant", "best", "variant")]
+    assert ids == [1, 3, 11, 12], "both finished variant launches replayed; the old best's launch is not the new one's"
+    assert measured == ["budget", "cap"]
+    assert [(lk.index, lk.role, lk.against) for lk in looks[3:]] == [(4, "best", "budget"), (5, "variant", "budget")], \
+        "a new launch is recorded after the finished ones, overwriting none"
 
 
 def test_the_ledger_is_told_of_each_launch_and_trial_as_it_is_done_and_of_replays() -> None:

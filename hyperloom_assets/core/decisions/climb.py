@@ -220,7 +220,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
         if record is not None:
             record = record.model_copy(update={"index": index, "replayed": True})
         else:
-            launch = Launcher(fingerprint, index, variant.name, measure, ledger)
+            launch = Launcher(fingerprint, index, variant.name, measure, ledger, state.best_key)
             record = _measure_trial(index, fingerprint, variant, state.keepers, state.evidence[state.best_key],
                                     state.others(fingerprint), baseline_measuring_s, launch, checks, prior,
                                     state.slo())

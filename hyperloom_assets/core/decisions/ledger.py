@@ -77,22 +77,31 @@ class MemoryLedger:
 class Launcher:
     """A trial's launches in order: those the ledger holds are replayed, the rest measured.
 
-    A recorded look is replayed only where it has the role asked for; its config is then
-    the one asked for too (the keepers before a trial are fixed by the trials before it).
+    A recorded look is replayed where a look of its role is asked for, in the order recorded.
+    A "variant" or "rebench" look is of the trial's config (its fingerprint); a "best" look is
+    of the running best, replayed only under the same best (`against`): a parallel trial in
+    flight when its run was killed starts again on the running best its re-execution replays
+    to, which may be newer than the one it was measured against. A look measured anew takes
+    an index after every recorded one, so no recorded launch is overwritten.
     """
 
-    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, ledger: Ledger):
+    def __init__(self, trial: str, index: int, name: str, measure: MeasureFn, ledger: Ledger,
+                 against: str | None = None):
         self.trial, self.trial_index, self.name = trial, index, name
-        self.measure, self.ledger = measure, ledger
-        self.recorded = {look.index: look for look in ledger.recall_looks(trial)}
-        self.count = 0
+        self.measure, self.ledger, self.against = measure, ledger, against
+        recorded = sorted(ledger.recall_looks(trial), key=lambda look: look.index)
+        self.recorded = [look for look in recorded if look.role != "best" or look.against == against]
+        self.count = max((look.index for look in recorded), default=0)
 
     def __call__(self, role: str, keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
-        self.count += 1
-        look = self.recorded.get(self.count)
-        replayed = look is not None and look.role == role
-        if not replayed:
-            look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant))
+        look = next((look for look in self.recorded if look.role == role), None)
+        replayed = look is not None
+        if look is not None:
+            self.recorded.remove(look)
+        else:
+            self.count += 1
+            look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant),
+                        against=self.against)
             self.ledger.remember_look(look)
         self.ledger.on_look(self.trial_index, self.name, look, replayed)
         return look.measurement

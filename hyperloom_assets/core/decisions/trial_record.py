@@ -44,8 +44,10 @@ class Look(Strict):
 
     trial: str  # the trial's fingerprint
     index: int  # 1, 2, ... within the trial
-    role: str  # "variant" (stack plus variant), "best" (the running best) or "rebench" (the new stack)
+    role: str  # "variant" (stack plus variant), "best" (the running best), "rebench" (the new stack) or
+    # "spare" (a launch of the trial's config started ahead that its decision did not ask for: parallel.py)
     measurement: TrialMeasurement
+    against: str | None = None  # the running best's key the trial was measured against (None: an older look)
 
 
 class TrialRecord(Strict):
