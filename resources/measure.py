@@ -22,10 +22,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from hyperloom_assets.core.decisions.trial_record import TrialMeasurement
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.engine_time import to_engine_time
 from hyperloom_assets.core.measurement.measurement import Measurement
+from hyperloom_assets.core.measurement.objective import goodputs_if_measured
 from hyperloom_assets.core.measurement.serving import REQUEST_ERROR_CLASSES, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.core.measurement.workloads import default_num_prompts, default_warmups, round_seed
 from hyperloom_assets.core.models import Strict
@@ -45,6 +47,14 @@ class MeasuredConfig(Strict):
     launch: LaunchRecord
     measurement_id: int
     measuring_s: float  # from readiness to the end of the last repeat
+
+    def as_trial_launch(self, env: dict[str, str]) -> TrialMeasurement:
+        """This launch as one the climb judges (core/decisions): its repeats, goodputs and telemetry."""
+        m = self.measurement
+        return TrialMeasurement(throughputs=m.repeats_throughputs(), goodputs=goodputs_if_measured(m),
+                                measuring_s=self.measuring_s, measurement_id=self.measurement_id,
+                                argv=self.launch.argv, env=env, telemetry=m.telemetry, latency=m.latency,
+                                ran_on=self.launch.slot_text())
 
 
 class MeasurementOvertime(RuntimeError):

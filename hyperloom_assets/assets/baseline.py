@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import dagster as dg
 from dagster import AssetExecutionContext
 
+from hyperloom_assets.assets.baseline_beside import launched_beside
 from hyperloom_assets.assets.checks import (
     BASELINE_CHECKS,
     baseline_client_not_saturated,
@@ -318,7 +319,9 @@ def prepare_run_tree(target: Target, name: str, host: Host, spec: ServerSpec) ->
 
 def measure_baseline(context, target: Target, contract: WorkloadContract, host: Host,
                      bench: BenchmarkClient, store: ResultStore,
-                     release: ReleaseRun | None) -> BaselineResult:
+                     release: ReleaseRun | None, beside: Host | None = None) -> BaselineResult:
+    """`beside`: another slot of the run, where the baseline is launched a second time at once
+    (baseline_beside.py); None where the run holds one slot or does not climb."""
     name, run_id = context.partition_key, context.run.run_id
     framework_version = release.identity if release else framework_identity(target.engine, target.framework_tree)
     config_version = server_config_version(target)
@@ -332,8 +335,9 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host: 
     signature = workload_signature(contract.workload, target.model, contract.num_prompts, contract.warmups)
     key = context_key(name, signature, framework_version, config_version)
     try:
-        measured, profile, gate_answers = attempt_baseline(context, target, spec, contract, host, bench, store,
-                                                           attempt, key)
+        with launched_beside(context, beside, bench, store, spec, contract, key):
+            measured, profile, gate_answers = attempt_baseline(context, target, spec, contract, host, bench, store,
+                                                               attempt, key)
     except BaselineStop as stop:
         if release is not None:
             ReleaseLedger(store).record(name, release.package, release.version, "failed", str(stop.error), run_id=run_id)
@@ -362,7 +366,9 @@ def build_baseline_asset(partitions: dg.PartitionsDefinition):
                 say_slo_prompts(context.log, target, contract)
             release = prepare_release(context.run.tags, context.partition_key, envs, store)
             check_search_space(target, host, release, str(catalog.path() / f"{context.partition_key}.yaml"))
-            result = measure_baseline(context, target, contract, host, bench, store, release)
+            slots = hosts.slot_hosts(target)
+            beside = slots[1] if len(slots) > 1 and _materializes(context, TRIALS) else None
+            result = measure_baseline(context, target, contract, host, bench, store, release, beside)
         context.log.info("baseline %s: %.1f output tok/s [%.1f, %.1f]", result.target, result.measurement.output_throughput,
                          result.measurement.output_throughput_ci_low, result.measurement.output_throughput_ci_high)
         yield dg.Output(result, metadata=baseline_metadata(result, target.slo))

@@ -34,7 +34,7 @@ from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.decisions.history import HISTORY_MAX_AGE, launch_means, launch_noise_key, prior_from
 from hyperloom_assets.core.decisions.rule import overtime_limit_s
 from hyperloom_assets.core.engines.registry import engine_for, speaking
-from hyperloom_assets.core.measurement.objective import goodputs_if_measured, repeat_values
+from hyperloom_assets.core.measurement.objective import repeat_values
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target, slo_skip
@@ -250,11 +250,7 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
         except MeasurementOvertime as exc:
             return TrialMeasurement(error_class=OVERTIME, error=str(exc), measuring_s=exc.measuring_s,
                                     argv=exc.argv, env=spec.env)
-        return TrialMeasurement(throughputs=measured.measurement.repeats_throughputs(),
-                                goodputs=goodputs_if_measured(measured.measurement), measuring_s=measured.measuring_s,
-                                measurement_id=measured.measurement_id, argv=measured.launch.argv, env=spec.env,
-                                telemetry=measured.measurement.telemetry, latency=measured.measurement.latency,
-                                ran_on=measured.launch.slot_text())
+        return measured.as_trial_launch(spec.env)
 
     return measure
 

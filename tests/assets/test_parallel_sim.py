@@ -1,13 +1,15 @@
 """parallel_trials on a pool of two sim hosts that declare 2 GPUs each: one optimize run holds 3 slots
-across them and measures its trials at once, each launch on devices no other launch of the run holds at
-that moment (the sim fails a launch on a held device, as a GPU would), says where each trial ran, and
-keeps the raised cap a serial run keeps. A pool whose members serve with another install is refused."""
+across them, launches the baseline on two of them at once, and measures its trials at once, each
+launch on devices no other launch of the run holds at that moment (the sim fails a launch on a held
+device, as a GPU would), says where each trial ran, and keeps the raised cap a serial run keeps. A pool whose members serve with another install is refused."""
 
 from __future__ import annotations
 
 import dagster as dg
 import yaml
 
+from hyperloom_assets.core.decisions.climb_state import BASELINE
+from hyperloom_assets.core.decisions.parallel import relaunch_key
 from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.store.leases import HostLeases
 from hyperloom_assets.sim.devices import DEVICES_DIR_ENV, read_claims
@@ -59,9 +61,14 @@ def test_a_run_with_three_slots_on_a_pool_measures_trials_at_once_on_disjoint_de
     metadata = trials.asset_materialization.metadata
     assert metadata["slots"].value == 3
     rows = [r.data for r in metadata["trials"].value.records]
-    # Two values of the cap at once, each against the baseline, on a slot of its own; whichever loses to
-    # the other after both beat the baseline is judged again against the new best.
-    assert {"--max-num-seqs=16", "--max-num-seqs=32"} <= {r["name"] for r in rows if r["against"] == "baseline"}, rows
+    # The baseline was launched twice at once, on two slots: its second launch is the fresh one the first
+    # looks are judged with, so the climb launched it no more.
+    context = store.measurements("sim", "baseline")[0]["context_key"]
+    assert [row["record"]["role"] for row in store.looks(context, relaunch_key(BASELINE))] == ["best"]
+    assert (rows[0]["name"], rows[0]["against"]) == ("--max-num-seqs=16", "baseline"), "the plan's first goes first"
+    of_baseline = [m for m in store.measurements("sim", "best_relaunch") if m["fingerprint"] is None]
+    assert len(of_baseline) == 1 + sum(r["best_relaunches"] for r in rows if r["against"] == "baseline"), \
+        "the launch beside the baseline, and those the trials' own later looks asked for"
     assert any(r["outcome"] == "KEEP" and r["name"].startswith("--max-num-seqs") for r in rows), rows
     assert "FAILED" not in {r["outcome"] for r in rows}, "no launch found its device held (sim/devices.py)"
     held = [c for c in read_claims(devices) if c["event"] == "held"]
@@ -77,6 +84,8 @@ def test_a_run_with_three_slots_on_a_pool_measures_trials_at_once_on_disjoint_de
     at_once = [(a, b) for a in held for b in held if a["pid"] < b["pid"] and a["at"] < ends[b["pid"]]
                and b["at"] < ends[a["pid"]]]
     assert at_once and all(a["devices"] != b["devices"] for a, b in at_once), "trials ran at once, one per device"
+    assert held[0]["at"] < ends[held[1]["pid"]] and held[1]["at"] < ends[held[0]["pid"]], \
+        "the baseline's two launches, the run's first, served at once"
     assert HostLeases(store).of_host("gpu-a") == [] and HostLeases(store).of_host("gpu-b") == []
 
 

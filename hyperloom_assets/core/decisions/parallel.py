@@ -1,12 +1,19 @@
-"""The parallel climb: several trials at once, one slot each, against the running best. Pure code.
+"""The parallel climb: several trials at once on the run's slots, against the running best. Pure code.
 
 With `slots` > 1 (a run holding several slots of a host: core/fleet/slots.py) the climb
 keeps every slot busy. It starts untried variants in plan order (at most one with source
 patches in flight: the trials share the run's tree checkouts), several values of one knob
-among them, which is where a ladder's best value is found fastest. The first trials on a
-running best start together with one fresh launch of that best, and each waits for it
-after its own first launch, so its first comparison is between launches of the same
-moment. Each trial then goes on alone, judged by the serial climb's rule
+among them, which is where a ladder's best value is found fastest. A best measured once
+(the baseline) gives no launch-to-launch interval, so no first look could be decided on it:
+unless the ledger has its fresh launch already (the baseline asset launches it beside the
+baseline: assets/baseline_beside.py), the first trials on it start together with one fresh
+launch of it, and each waits for it after its own first launch. A keeper's evidence ends with its stack's
+rebench, a launch of the moment its first trials start, so it is not launched again for
+them. The plan's first variant on each running best, its likeliest keeper, is launched
+DEEP times at once where slots are free: its first look, and the launches its second look
+and its stack's rebench would take, so a keeper is decided and confirmed in the time of one
+launch; a launch its decision did not ask for is kept in the ledger as a SPARE look. Each
+trial then goes on alone, judged by the serial climb's rule
 (climb.judged_trial: more looks with the best relaunched beside it, the gate, the stack
 rebench), and settles as soon as it is decided, freeing its slot for the next variant, on
 whatever stack is the running best by then. A KEEP settled against the running best
@@ -19,7 +26,7 @@ against the new best with launches of its own. Every other outcome stands.
 The ledger keeps each launch as it finishes and each trial as it settles, in that order,
 with the best it was measured against. A re-executed run first replays the settled
 trials in the order they settled, which rebuilds the keepers and the evidence exactly
-(each best's fresh launch is replayed when it became the best), then goes on: a trial in
+(the baseline's fresh launch is replayed first), then goes on: a trial in
 flight when the run was killed is started again and replays the launches it had finished.
 Budgets are checked at each start: no trial starts past `max_trials` (those in flight
 count) or the deadline, or once the target gain is reached; trials in flight then finish
@@ -45,13 +52,17 @@ from hyperloom_assets.core.decisions.climb import (
 from hyperloom_assets.core.decisions.ledger import Launcher, Ledger, MeasureFn
 from hyperloom_assets.core.decisions.rule import Outcome, superseded
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.core.decisions.trial_record import TrialMeasurement, TrialRecord
+from hyperloom_assets.core.decisions.trial_record import Look, TrialMeasurement, TrialRecord
 from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 
 BEST = "running best"
 JUDGED_AGAIN = "judged again on the new stack"
+# Launches the plan's first variant on a running best starts at once: its first two looks and
+# the one its stack's rebench would take, each a launch of the same config.
+DEEP = 3
+SPARE = "spare"  # the ledger's role of a launch started ahead that the trial's decision did not ask for
 
 
 def relaunch_key(best_key: str) -> str:
@@ -63,6 +74,7 @@ class _Flight(NamedTuple):
     variant: Variant
     fingerprint: str
     against: str  # the running best's key when it started
+    width: int = 1  # the slots it holds: its own launch, and those started ahead for its later looks
 
 
 class _Parallel:
@@ -75,6 +87,7 @@ class _Parallel:
         self.trials: dict[Future, _Flight] = {}
         self.relaunches: dict[str, Future] = {}  # best key -> its fresh launch, until merged
         self.merged: set[str] = set()  # bests whose fresh launch joined their evidence
+        self.deep: set[str] = set()  # bests whose first trial has started, its later launches ahead
         self.requeued: list[Variant] = []
 
     def replay(self) -> None:
@@ -105,14 +118,14 @@ class _Parallel:
     def start(self, pool: ThreadPoolExecutor, slots: int, budget: Budget) -> None:
         """Fill the free slots: the best's fresh launch first where it has none, then trials."""
         state = self.state
-        free = slots - len(self.trials) - len(self.relaunches)
+        free = slots - sum(flight.width for flight in self.trials.values()) - len(self.relaunches)
         room = budget.max_trials - len(state.trials) - len(self.trials)
         while free > 0 and room > 0:
             found = self._next()
             if found is None:
                 return
             variant, fingerprint = found
-            if state.best_key not in self.merged and state.best_key not in self.relaunches:
+            if self._needs_relaunch():
                 if free < 2:  # no slot for the best's launch beside it yet: start it later
                     self.requeued.insert(0, variant)
                     state.seen.discard(fingerprint)
@@ -120,8 +133,28 @@ class _Parallel:
                 launcher = Launcher(relaunch_key(state.best_key), 0, BEST, self.measure, self.ledger)
                 self.relaunches[state.best_key] = pool.submit(launcher, "best", state.keepers, None)
                 free -= 1
-            self._submit(pool, variant, fingerprint)
-            free, room = free - 1, room - 1
+            width = self._width(variant, fingerprint, free)
+            self._submit(pool, variant, fingerprint, width)
+            free, room = free - width, room - 1
+
+    def _needs_relaunch(self) -> bool:
+        """Whether the running best needs a fresh launch beside its first trials: a best measured once
+        (the baseline) gives no launch-to-launch interval, so none of them could be decided on its first
+        look. A keeper's last launch, its stack's rebench, is of the moment its first trials start."""
+        best = self.state.best_key
+        return (len(self.state.evidence[best]) < 2 and best not in self.merged and best not in self.relaunches)
+
+    def _width(self, variant: Variant, fingerprint: str, free: int) -> int:
+        """How many launches a trial starts at once. The plan's first variant on each running best, its
+        likeliest keeper, starts its later looks and its rebench's launch beside its first, on free slots:
+        a keeper is then decided and confirmed in the time of one launch, not three, at the cost of the
+        launches its decision does not ask for. Not for source patches (one checkout per trial), nor a
+        trial a killed run started (its recorded launches replay)."""
+        best = self.state.best_key
+        if best in self.deep or variant.patches or self.ledger.recall_looks(fingerprint):
+            return 1
+        self.deep.add(best)
+        return max(1, min(free, DEEP))
 
     def _next(self) -> tuple[Variant, str] | None:
         """The next variant to start and its trial's key: superseded ones first, then the plan's."""
@@ -142,28 +175,35 @@ class _Parallel:
             return variant, fingerprint
         return None
 
-    def _submit(self, pool: ThreadPoolExecutor, variant: Variant, fingerprint: str) -> None:
+    def _submit(self, pool: ThreadPoolExecutor, variant: Variant, fingerprint: str, width: int = 1) -> None:
         state = self.state
         keepers, against = state.keepers, state.best_key
         index = len(state.trials) + len(self.trials) + 1
         refused, review = checked(index, fingerprint, variant, keepers, self.checks)
-        flight = _Flight(variant=variant, fingerprint=fingerprint, against=against)
+        flight = _Flight(variant=variant, fingerprint=fingerprint, against=against, width=width)
         if refused is not None:
+            self.deep.discard(against)  # it launched nothing: the next trial on this best goes deep
             done: Future = Future()
             done.set_result(refused)
-            self.trials[done] = flight
+            self.trials[done] = flight._replace(width=1)
             return
         best, relaunch = list(state.evidence[against]), self.relaunches.get(against)
         others, slo = state.others(fingerprint), state.slo()
-        launcher = Launcher(fingerprint, index, variant.name, self.measure, self.ledger)
 
         def run() -> TrialRecord:
-            first = launcher("variant", keepers, variant)
-            if relaunch is not None:  # the best's launch of this moment, started with this trial's first
-                fresh = relaunch.result()
-                best.extend([objective_values(fresh, slo)] if fresh.error_class is None else [])
-            return judged_trial(index, fingerprint, variant, keepers, best, others, self.baseline_measuring_s,
-                                launcher, self.checks, self.prior, slo, review, first)
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="ahead") as ahead:
+                # Its first look among them: each look asked takes the next, whichever finished first.
+                spares = [ahead.submit(self.measure, keepers, variant) for _ in range(width if width > 1 else 0)]
+                launcher = Launcher(fingerprint, index, variant.name, _taking(self.measure, variant, spares),
+                                    self.ledger, against)
+                first = launcher("variant", keepers, variant)
+                if relaunch is not None:  # the best's launch of this moment, started with this trial's first
+                    fresh = relaunch.result()
+                    best.extend([objective_values(fresh, slo)] if fresh.error_class is None else [])
+                record = judged_trial(index, fingerprint, variant, keepers, best, others, self.baseline_measuring_s,
+                                      launcher, self.checks, self.prior, slo, review, first)
+                _keep_unasked(launcher, spares, against)
+            return record
 
         self.trials[pool.submit(run)] = flight
 
@@ -198,6 +238,28 @@ class _Parallel:
                 self.requeued.insert(0, flight.variant)
         self.ledger.remember(record)
         state.settle(record, flight.variant, self.ledger, against=flight.against)
+
+
+def _taking(measure: MeasureFn, variant: Variant, spares: list[Future]) -> MeasureFn:
+    """`measure`, answering a launch of the trial's own config (a look of the variant, or its stack's
+    rebench) with the next of the launches started ahead for it, in the order asked."""
+    def measured(keepers: list[Variant], asked: Variant | None) -> TrialMeasurement:
+        ours = asked is variant or (asked is None and bool(keepers) and keepers[-1] is variant)
+        return spares.pop(0).result() if ours and spares else measure(keepers, asked)
+    return measured
+
+
+def _keep_unasked(launcher: Launcher, spares: list[Future], against: str) -> None:
+    """Record the launches started ahead that the trial's decision did not ask for: each is a launch
+    the host ran, kept in the ledger as a SPARE look, never replayed as one of the trial's looks."""
+    for spare in spares:
+        if spare.exception() is not None:
+            continue
+        launcher.count += 1
+        look = Look(trial=launcher.trial, index=launcher.count, role=SPARE, measurement=spare.result(),
+                    against=against)
+        launcher.ledger.remember_look(look)
+        launcher.ledger.on_look(launcher.trial_index, launcher.name, look, False)
 
 
 def climb_parallel(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn,
