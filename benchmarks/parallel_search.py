@@ -8,12 +8,15 @@ host's, on a virtual clock, not this machine's: a launch takes STARTUP_S (a larg
 start, 3-10 minutes on real GPUs) plus its warm-up and measured rounds (the sim's predicted
 round durations), and is measured by sleeping SCALE real seconds per virtual second, so
 launches on several slots overlap as they would on a host and the climb's own thinking
-counts too (scaled up: a few virtual seconds per plan). The stack counts from the moment
-the trial that made it settles.
+counts too (scaled up: a few virtual seconds per plan). The clock starts when the baseline's
+launch ends, where the climb starts: the baseline, like the validation, the sweep and the
+report, is one launch at a time whatever the slots, so it is the search the slots speed up.
+The stack counts from the moment the trial that made it settles.
 
-Per scenario and slots, over SEEDS seeds: the virtual hours to reach 95% of the attainable
-gain (the seed's median; a seed that never reaches it counts as never), its ratio to one
-slot's, and the share of the attainable gain at equal launches (10, 20 and 40). The goal
+Per scenario and slots, over SEEDS seeds: the virtual hours of search to reach 95% of the
+attainable gain (the seed's median; a seed that never reaches it counts as never), its ratio
+to one slot's, and the share of the attainable gain at equal launches (10, 20 and 40, the
+baseline's included). `baseline_hours` is the baseline's launch, before the clock starts. The goal
 (`target_met`): with 4 slots, a median share at 40 launches within 0.05 of one slot's, in at
 most 40% of one slot's time to 95%, on every scenario where one slot reaches 95%.
 
@@ -56,6 +59,11 @@ class ClockedLaunches(Launches):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.lock = threading.Lock()
+        self.climb_started: float | None = None  # when the baseline's launch (or launches) ended
+        self.baseline_s = 0.0  # the first launch, on the virtual clock
+
+    def start_climb(self) -> None:
+        self.climb_started = time.monotonic()
 
     def measurement(self, argv: list[str]):
         with self.lock:
@@ -65,7 +73,10 @@ class ClockedLaunches(Launches):
                 refused = True
             else:
                 refused = False
-        time.sleep(SCALE * (STARTUP_S if refused else launch_s(m)))
+        took_s = STARTUP_S if refused else launch_s(m)
+        time.sleep(SCALE * took_s)
+        if self.baseline_s == 0.0:
+            self.baseline_s = took_s
         if refused:
             raise SimConfigError(f"the engine refuses {' '.join(argv)}")
         return m
@@ -78,24 +89,26 @@ def launch_s(m) -> float:
 
 
 class Timeline(list):
-    """The climb's settled trials (its history), each noted with the virtual time and launches spent."""
+    """The climb's settled trials (its history), each noted with the virtual time since the climb
+    started (the baseline's launch ended) and the launches spent, the baseline's included."""
 
-    def __init__(self, space: Space, launches: Launches, started: float, baseline_s: float):
+    def __init__(self, space: Space, launches: ClockedLaunches):
         super().__init__()
-        self.space, self.launches, self.started, self.baseline_s = space, launches, started, baseline_s
+        self.space, self.launches = space, launches
         self.keepers: list[Variant] = []
-        self.points = [(baseline_s, 1, space.share(space.baseline_argv))]
+        self.points = [(0.0, 1, space.share(space.baseline_argv))]
 
     def append(self, trial: TrialRecord) -> None:
         super().append(trial)
         if trial.outcome == "KEEP":
             self.keepers.append(trial.variant)
-        at = self.baseline_s + (time.monotonic() - self.started) / SCALE
+        at = (time.monotonic() - self.launches.climb_started) / SCALE
         argv = composition(self.space.scenario.target(), self.keepers).argv
-        self.points.append((at, 1 + self.launches.count, self.space.share(argv)))
+        self.points.append((at, self.launches.count, self.space.share(argv)))
 
 
-def one_climb(space: Space, noise: Noise, seed: int, slots: int) -> list[tuple[float, int, float]]:
+def one_climb(space: Space, noise: Noise, seed: int, slots: int) -> tuple[list[tuple[float, int, float]], float]:
+    """The climb's (virtual seconds of search, launches, share) after each settled trial; the baseline's seconds."""
     scenario = space.scenario.model_copy(update={"max_trials": 10_000, "target_gain_pct": 1e9})
     target = scenario.target()
     launches = ClockedLaunches(space, noise, seed, LAUNCHES)
@@ -103,13 +116,13 @@ def one_climb(space: Space, noise: Noise, seed: int, slots: int) -> list[tuple[f
     def admits(keepers: list[Variant], variant: Variant) -> bool:
         return space.contains(composition(target, launched_changes(keepers, variant)).argv)
 
-    history = Timeline(space, launches, time.monotonic(), launch_s(space.truth[space.key(space.baseline_argv)]))
+    history = Timeline(space, launches)
     try:
         run_offline_climb(scenario, seed, launcher=lambda _, argv, __: launches.measurement(argv), admits=admits,
-                          history=history, slots=slots)
+                          history=history, slots=slots, on_climb=launches.start_climb)
     except LaunchBudgetSpent:
         pass  # the trials in flight when the budget ran out decided nothing
-    return history.points
+    return history.points, launches.baseline_s
 
 
 def reached_at(points: list[tuple[float, int, float]], goal: float = SHARE_GOAL) -> float | None:
@@ -121,9 +134,12 @@ def share_within(points: list[tuple[float, int, float]], budget: int) -> float:
 
 
 def scenario_row(space: Space, noise: Noise, seeds: int) -> dict:
-    row: dict = {"scenario": space.scenario.name, "slots": {}}
+    row: dict = {"scenario": space.scenario.name, "slots": {},
+                 "baseline_hours": None}
     for slots in SLOTS:
-        runs = [one_climb(space, noise, seed, slots) for seed in range(seeds)]
+        climbs = [one_climb(space, noise, seed, slots) for seed in range(seeds)]
+        runs = [points for points, _ in climbs]
+        row["baseline_hours"] = round(statistics.median(b for _, b in climbs) / 3600, 2)
         times = [reached_at(points) for points in runs]
         hours = sorted(t / 3600 if t is not None else float("inf") for t in times)
         row["slots"][str(slots)] = {

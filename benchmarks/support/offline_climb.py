@@ -13,6 +13,7 @@ sim's noise-free ground truth.
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,8 @@ from hyperloom_assets.core.decisions.climb import (
     launched_changes,
 )
 from hyperloom_assets.core.decisions.ledger import MemoryLedger
-from hyperloom_assets.core.decisions.parallel import climb_parallel
+from hyperloom_assets.core.decisions.climb_state import BASELINE
+from hyperloom_assets.core.decisions.parallel import climb_parallel, relaunch_key
 from hyperloom_assets.core.decisions.trial_record import Look
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
@@ -188,7 +190,7 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
                       admits: Admits | None = None, history: list[TrialRecord] | None = None,
                       prior: LaunchNoise | None = None, proposer: Proposer | None = None,
                       recipes: list[Recipe] | None = None, slots: int = 1,
-                      looks: list[Look] | None = None) -> OfflineClimb:
+                      looks: list[Look] | None = None, on_climb: Callable[[], None] | None = None) -> OfflineClimb:
     """The trials asset's climb with predictions for launches; each launch gets its own seed.
 
     `launcher` replaces the noisy prediction, `admits` narrows every plan to a space, and
@@ -198,11 +200,19 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     keeper up to its max_rounds, its approved variants ahead of the rule planner's.
     `recipes` are the class's recipe memory, offered first in every plan as the assets do.
     `slots` over 1 measures batches at once (core/decisions/parallel.py: `launcher` must then be
-    safe from several threads); `looks` receives every launch, as the ledger keeps them.
+    safe from several threads); `looks` receives every launch, as the ledger keeps them. With
+    slots, the baseline is launched twice at once, as the baseline asset does (its second launch
+    the ledger's fresh launch of the baseline). `on_climb` is called as the climb starts.
     """
     target = scenario.target()
     seeds = itertools.count(seed * 10_000 + 1)
-    baseline = sim_baseline(scenario, next(seeds), launcher)
+    looks = [] if looks is None else looks
+    baseline_seed = next(seeds)
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        fresh = beside.submit(measure_once, scenario, target.server_args, next(seeds), launcher) if slots > 1 else None
+        baseline = sim_baseline(scenario, baseline_seed, launcher)
+    if fresh is not None:
+        looks.append(Look(trial=relaunch_key(BASELINE), index=1, role="best", measurement=fresh.result()))
     found_roofline = sim_roofline(scenario, baseline)
     roofline, reached = found_roofline.roofline, found_roofline.achieved
     history = [] if history is None else history
@@ -226,6 +236,8 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     # has no objective of its own, so the climb compares output tok/s (the target's default).
     checks = Checks(slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
                     skip=slo_skip(target, roofline))
+    if on_climb is not None:
+        on_climb()
     result = climb_parallel(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,
                             MemoryLedger(looks=looks, finished=history), slots=slots, checks=checks, prior=prior)
     return OfflineClimb(scenario=scenario.name, baseline=baseline.measurement,
