@@ -81,6 +81,35 @@ def test_the_first_variant_on_each_best_is_decided_and_rebenched_on_launches_sta
         ["variant", "rebench", "spare"]
 
 
+class LaunchClock(Slots):
+    """Slots on a logical clock: every launch takes one unit and starts when the launches that ended
+    before it started had ended, so its end is the length of the chain of launches one after another
+    that led to it, whatever this machine's speed."""
+
+    def __init__(self, physics_of):
+        super().__init__(physics_of)
+        self.ended, self.last = 0, 0
+
+    def __call__(self, keepers, v) -> TrialMeasurement:
+        with self.lock:
+            start = self.ended
+        result = super().__call__(keepers, v)
+        with self.lock:
+            self.ended = max(self.ended, start + 1)
+            self.last = max(self.last, start + 1)
+        return result
+
+
+def test_four_slots_reach_the_serial_keepers_in_at_most_40_percent_of_its_chain_of_launches() -> None:
+    """The parallel_search benchmark's goal on a small case: the cap, then the budget on top of it."""
+    plan = lambda keepers, tried: [CAP] if not keepers else ([BUDGET] if len(keepers) == 1 else [])  # noqa: E731
+    serial, parallel = LaunchClock(physics), LaunchClock(physics)
+    one, four = run(plan, serial, slots=1), run(plan, parallel, slots=4)
+    assert [k.name for k in four.keepers] == [k.name for k in one.keepers] == ["cap", "budget"]
+    assert serial.last == len(serial.calls), "one slot: every launch after the one before"
+    assert parallel.last <= 0.4 * serial.last, (parallel.last, serial.last)
+
+
 def test_a_variant_started_ahead_whose_first_look_reverts_leaves_its_other_launches_as_spares() -> None:
     plan = lambda keepers, tried: [NOOP, CAP]  # noqa: E731
     looks: list = []
