@@ -24,11 +24,11 @@ from hyperloom_assets.resources.store.results import ResultStore
 SIM_MODEL = Path(__file__).resolve().parents[2] / "models" / "llama-3-8b"
 
 
-def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: float) -> subprocess.CompletedProcess:
+def execute(job: str, partition: str, home: Path, targets: Path, timeout_s: float,
+            select: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
-    argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
-            "--tags", json.dumps({"dagster/partition": partition})]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=home)
+    return subprocess.run(job_argv(job, partition, select), env=env, capture_output=True, text=True,
+                          timeout=timeout_s, cwd=home)
 
 
 # A sequence cap of 2 under 4 streams, CUDA graphs off: two decisive keepers (the cap, the
@@ -49,12 +49,16 @@ def write_targets(folder: Path, **changes) -> Path:
     return folder
 
 
-def start(job: str, home: Path, targets: Path, log: Path) -> subprocess.Popen:
+def job_argv(job: str, partition: str, select: str | None = None) -> list[str]:
+    """`dagster job execute` of a job's partition; `select`: its assets to run (comma-separated), else all."""
+    return [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
+            "--tags", json.dumps({"dagster/partition": partition}), *(["-o", select] if select else [])]
+
+
+def start(job: str, home: Path, targets: Path, log: Path, select: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(home), "HYPERLOOM_TARGETS_DIR": str(targets)}
-    argv = [sys.executable, "-m", "dagster", "job", "execute", "-m", "hyperloom_assets.definitions", "-j", job,
-            "--tags", json.dumps({"dagster/partition": "sim"})]
     with log.open("w") as out:
-        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
+        return subprocess.Popen(job_argv(job, "sim", select), env=env, stdout=out, stderr=subprocess.STDOUT, cwd=home)
 
 
 def wait_mid_trial(process: subprocess.Popen, log: Path, home: Path, trial: int = 1,
