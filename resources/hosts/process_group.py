@@ -147,14 +147,18 @@ def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Pat
             stdout=log_file, stderr=subprocess.STDOUT, env=dict(env),
         )
     me = psutil.Process()
-    cmdline, create_time = _exec_identity(popen.pid, argv)
     record = PidRecord(
-        pid=popen.pid, pgid=popen.pid, cmdline=cmdline, create_time=create_time,
+        pid=popen.pid, pgid=popen.pid, cmdline=list(argv), create_time=time.time(),
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
         start_ticks=start_ticks(popen.pid), owner_start_ticks=start_ticks(me.pid),
         scratch_dir=str(scratch_dir) if scratch_dir else None,
     )
     pidfile = _pidfile(pid_dir, popen.pid)
+    # Recorded at once, as the argv its exec lands on: a launcher killed while it waits for
+    # the exec (seconds on a loaded host) leaves an orphan the next reaper finds.
+    _write_pidfile(pidfile, record)
+    cmdline, create_time = _exec_identity(popen.pid, argv)
+    record = record.model_copy(update={"cmdline": cmdline, "create_time": create_time})
     _write_pidfile(pidfile, record)
     return ServerProcess(popen=popen, record=record, pidfile=pidfile)
 
@@ -326,13 +330,13 @@ def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 
     """Tear down servers left behind by earlier runs whose launching process is gone."""
     report = ReapReport()
     for path, record in read_pidfiles(pid_dir):
+        if _owner_alive(record):  # its launcher's to tear down, even while its exec has not landed
+            report.live_owner.append(record.pid)
+            continue
         leader = _matches(record)
         if leader is None and not _group_outlived_leader(record):
             report.stale.append(record.pid)
             _forget(record, path)
-            continue
-        if _owner_alive(record):
-            report.live_owner.append(record.pid)
             continue
         try:
             result = terminate_group(record.pgid, leader, term_wait_s, kill_wait_s)

@@ -61,7 +61,10 @@ def four_gpu_box(tmp_path, home, monkeypatch) -> Path:
     monkeypatch.setenv("HYPERLOOM_CHECK_FOREIGN_SERVERS", "0")
     pids = LocalHost(name="box", state_dir=str(home / "hyperloom")).pid_dir()
     yield pids
-    assert reap_pid_dir(pids) == [], "a server outlived the runs"
+    untracked = servers_in(home)
+    for server in untracked:  # a server no pidfile names: its run's worker is the test's child, so it is ours
+        server.kill()
+    assert reap_pid_dir(pids) == [] and untracked == [], "a server outlived the runs"
 
 
 def running(pid: int) -> bool:
@@ -69,6 +72,18 @@ def running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def servers_in(home: Path) -> list[psutil.Process]:
+    """The live sim servers started in `home` (a run worker's servers run in its folder), pidfile or not."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if "sim-serve" in proc.cmdline() and Path(proc.cwd()).is_relative_to(home) and running(proc.pid):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 def live_servers(pids: Path, owner: int | None = None) -> list[PidRecord]:
@@ -180,6 +195,7 @@ def test_sigkill_with_trials_in_flight_resumes_without_measuring_a_finished_laun
         "every trial settled before the kill is replayed, and the trials in flight resume from their launches"
     assert f"reclaimed the lease of dead run {killed.run_id}" in resumed.stderr
     assert not [pid for pid in killed.servers if running(pid)], "the orphans were reaped"
+    assert servers_in(home) == [], "no server is left, even one started as the run was killed"
     context = context_of(store)
     for fingerprint, row in killed.settled.items():
         now = next(r for r in store.trials(context) if r["fingerprint"] == fingerprint)

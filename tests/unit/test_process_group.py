@@ -186,6 +186,42 @@ def test_reaper_leaves_a_server_whose_launcher_still_runs(tmp_path, launched):
     assert _alive(server.popen.pid) and server.pidfile.exists()
 
 
+def test_a_launcher_killed_while_its_server_execs_leaves_a_pidfile_the_reaper_tears_down(tmp_path):
+    # The launcher dies (SIGKILL) while it waits for its server's exec to land, before the
+    # pidfile it writes after: the one it wrote at once names the server all the same.
+    pid_dir = tmp_path / "pids"
+    code = ("import os, signal, sys; from pathlib import Path\n"
+            "from hyperloom_assets.resources.hosts import process_group\n"
+            "process_group._exec_identity = lambda pid, argv: os.kill(os.getpid(), signal.SIGKILL)\n"
+            f"process_group.launch({SLEEPER!r}, dict(os.environ), Path({str(tmp_path / 'server.log')!r}), "
+            f"Path({str(pid_dir)!r}))\n")
+    launcher = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert launcher.returncode == -signal.SIGKILL
+    pidfiles = list(pid_dir.glob(f"*{PIDFILE_SUFFIX}"))
+    server = int(pidfiles[0].name.split(".")[0]) if pidfiles else None
+    try:
+        assert server is not None and _wait_for(lambda: psutil.Process(server).cmdline() == SLEEPER), \
+            "the server, orphaned before its launcher's last write, is named by a pidfile"
+        report = reap_orphans(pid_dir, term_wait_s=5.0)
+        assert report.reaped == [server] and not pidfiles[0].exists()
+        assert _wait_for(lambda: not _alive(server), 5.0)
+    finally:
+        if server is not None and _alive(server):
+            os.kill(server, signal.SIGKILL)
+
+
+def test_a_reaper_leaves_the_pidfile_of_a_live_launcher_whose_server_has_not_exec_d_yet(tmp_path, launched):
+    pid_dir = tmp_path / "pids"
+    server = launch(SLEEPER, os.environ, tmp_path / "server.log", pid_dir, scratch_dir=new_scratch_dir())
+    launched.append(server)
+    # Its record as the launcher writes it at once, while the trampoline still runs.
+    server.pidfile.write_text(server.record.model_copy(update={"cmdline": ["python", "-I", "-S"]}).model_dump_json())
+    report = reap_orphans(pid_dir)
+    assert report.live_owner == [server.popen.pid] and report.stale == []
+    assert server.pidfile.exists() and Path(server.record.scratch_dir).is_dir(), \
+        "another launch's reaper never takes a launching server's pidfile and scratch folder for stale"
+
+
 def test_reaper_never_signals_a_reused_pid(tmp_path, launched):
     """A pidfile whose pid now belongs to another process: not signalled, pidfile dropped."""
     pid_dir = tmp_path / "pids"
