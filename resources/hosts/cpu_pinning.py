@@ -15,9 +15,12 @@ three times the launch-to-launch spread; there "auto" shares and `client_cpus: "
 
 The server's process is pinned right after it starts, before it forks workers, which
 inherit the mask; vLLM CPU's OpenMP auto-binding (VLLM_CPU_OMP_THREADS_BIND=auto)
-chooses its cores from that mask, so its compute threads stay off the client's CPU. The
-client pins only the thread that runs its rounds (and the threads that one starts), so
-the rest of the step process keeps every CPU.
+chooses its cores from that mask, so its compute threads stay off the client's CPU. A CPU
+list there instead ("0-3") binds them past the mask (vLLM's multiprocess executor, its
+default, reads it), so a pinned server gets the engine's binding within the mask
+(`bound_within`): the server's CPUs, a slot's among them, win over the operator's list.
+The client pins only the thread that runs its rounds (and the threads that one starts),
+so the rest of the step process keeps every CPU.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from contextlib import contextmanager
 
 import psutil
 
+from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.resources.hosts.preflight import GpuToolOutputError, read_gpu_memory
 
@@ -79,6 +83,15 @@ def host_placement(setting: str, slot_cpus: list[int] | None = None) -> CpuPlace
     if slot_cpus:
         return slot_placement(setting, slot_cpus, has_gpu)
     return plan_placement(setting, sorted(os.sched_getaffinity(0)), has_gpu)
+
+
+def bound_within(env: dict[str, str], engine: EngineSpec | None, server_cpus: list[int] | None) -> dict[str, str]:
+    """The launch env of a server pinned to `server_cpus`, with the engine's own thread binding
+    kept within them: a value naming CPUs gives way to the engine's default binding in its mask."""
+    name = engine.cpu_bind_env if engine else None
+    if not server_cpus or name is None or name not in env or env[name] in engine.cpu_bind_within_mask:
+        return env
+    return {**env, name: engine.cpu_bind_within_mask[0]}
 
 
 def pin_process(pid: int, cpus: list[int]) -> None:

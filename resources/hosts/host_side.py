@@ -24,7 +24,7 @@ from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.fleet.slots import Slot, device_env
 from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.core.models import Strict
-from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, host_placement, pin_process
+from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, bound_within, host_placement, pin_process
 from hyperloom_assets.resources.hosts.engine_origin import tree_launch_env
 from hyperloom_assets.resources.hosts.engines import installed_in
 from hyperloom_assets.resources.hosts.preflight import (
@@ -157,7 +157,8 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
           engine: str | None = None, framework_tree: str | None = None,
           server_cpus: list[int] | None = None, slot: Slot | None = None) -> ServerProcess:
     """Launch argv in its own process group, its log in log_path, its pidfile in pid_dir, on server_cpus,
-    seeing only the slot's devices (their variable wins over the operator's env: slots never share one).
+    seeing only the slot's devices (their variable wins over the operator's env: slots never share one),
+    its engine's own thread binding kept on server_cpus (cpu_pinning.bound_within).
 
     With a `framework_tree`, the server imports `engine` from that checkout (its import
     root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
@@ -167,6 +168,7 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
         launch_env = {**dict(spec.serve_env), **launch_env}
     if framework_tree is not None and spec is not None:
         launch_env = tree_launch_env(spec, Path(framework_tree), launch_env)
+    launch_env = bound_within(launch_env, spec, server_cpus)
     scratch_names = [name for name in (spec.scratch_env if spec else ()) if name not in launch_env]
     scratch = new_scratch_dir() if scratch_names else None
     launch_env.update({name: str(scratch) for name in scratch_names})

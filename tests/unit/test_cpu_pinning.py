@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import pytest
 
 from hyperloom_assets.core.config.hosts import load_hosts
+from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.serving import ServerError
-from hyperloom_assets.resources.hosts.cpu_pinning import pinned_thread, plan_placement
+from hyperloom_assets.resources.hosts import host_side
+from hyperloom_assets.resources.hosts.cpu_pinning import bound_within, pinned_thread, plan_placement
+from hyperloom_assets.resources.hosts.process_group import teardown
 
 
 def test_a_cpu_only_host_gives_the_client_its_last_cpu_and_the_server_the_rest() -> None:
@@ -61,3 +65,27 @@ def test_a_pinned_thread_runs_on_its_cpus_and_gets_its_mask_back() -> None:
         worker.join()
     assert seen == {"inside": set(target), "started": set(target)}
     assert os.sched_getaffinity(0) == everything
+
+
+def test_a_pinned_vllm_binds_its_threads_within_its_cpus_whatever_cpus_its_env_names() -> None:
+    """vLLM CPU binds its OpenMP threads to a CPU list it is given, past the mask a slot pins it to."""
+    vllm, env = engine_for("vllm"), {"VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert bound_within(env, vllm, [1]) == {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert bound_within({"VLLM_CPU_OMP_THREADS_BIND": "nobind"}, vllm, [1]) == {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+    assert bound_within(env, vllm, None) == env, "an unpinned server keeps the operator's binding"
+    assert bound_within(env, engine_for("sglang"), [1]) == env, "an engine that binds no threads itself"
+
+
+def binding_seen_by_a_launch(tmp_path, server_cpus: list[int] | None) -> str:
+    log = tmp_path / f"bind-{server_cpus}.log"
+    code = "import os; print(os.environ['VLLM_CPU_OMP_THREADS_BIND'])"
+    server = host_side.start([sys.executable, "-c", code], {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}, [], log,
+                             tmp_path / "pids", engine="vllm", server_cpus=server_cpus)
+    server.popen.wait(timeout=30)
+    teardown(server, term_wait_s=1.0)
+    return log.read_text().strip()
+
+
+def test_a_vllm_server_started_on_a_slots_cpus_gets_the_binding_within_them(tmp_path) -> None:
+    assert binding_seen_by_a_launch(tmp_path, [max(os.sched_getaffinity(0))]) == "auto"
+    assert binding_seen_by_a_launch(tmp_path, None) == "0-1"

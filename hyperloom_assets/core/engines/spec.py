@@ -226,6 +226,12 @@ class EngineSpec(Frozen):
     # Env the harness gives every launch so the engine reports what we read (the operator's
     # env and the host's own win); like serve_flags, never part of a config or a candidate.
     serve_env: tuple[tuple[str, str], ...] = ()
+    # Env by which the engine binds its compute threads to CPUs itself, and the values under
+    # which it binds them within its process's CPU mask, the default first. A pinned server
+    # (resources/hosts/cpu_pinning.py) whose env names CPUs there gets that default instead:
+    # its threads would otherwise leave the CPUs it was given (another slot's, the client's).
+    cpu_bind_env: str | None = None
+    cpu_bind_within_mask: tuple[str, ...] = ()
     # Env naming where the engine leaves files a killed server never removes (IPC sockets):
     # each launch points them at a folder of its own, deleted with its process group.
     scratch_env: tuple[str, ...] = ()

@@ -83,6 +83,11 @@ ENGINE = EngineSpec(
     # the system temp folder by default; a server stopped by a signal leaves its sockets there
     # (1,330 in /tmp after one day of this project's tests and benchmarks).
     scratch_env=("VLLM_RPC_BASE_PATH",),
+    # vllm/utils/ompmultiprocessing.py (its multiprocess executor's, the CPU default): "auto" picks
+    # its OpenMP cores from os.sched_getaffinity, "nobind" leaves them to the OS; a CPU list ("0-3")
+    # binds each thread there, whatever the mask.
+    cpu_bind_env="VLLM_CPU_OMP_THREADS_BIND",
+    cpu_bind_within_mask=("auto", "nobind"),
     entry=Entry(module=API_SERVER),
     model_flag="--model",
     port_flag="--port",
