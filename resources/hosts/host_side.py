@@ -49,6 +49,7 @@ FAST_POLL_S, FAST_POLL_FOR_S = 0.05, 2.0
 # the OS's EADDRINUSE, as Python words it (uvicorn, aiohttp and vLLM's own socket alike).
 BIND_FAILURE = re.compile(r"address already in use", re.IGNORECASE)
 SERVE_HOST = "127.0.0.1"
+PORT_TRIES = 5
 
 
 class Prepared(Strict):
@@ -137,12 +138,24 @@ def neighbour_servers(pid_dir: Path) -> list[int]:
     return pids
 
 
+def free_port(tries: int = PORT_TRIES) -> int:
+    """A port free now. The kernel's pick is free when it answers, but a launch prepared at the same
+    moment on another slot may have been handed it too and bound it since: that is no problem of
+    the host, so another is taken (preflight still finds a port that stays taken)."""
+    port = allocate_port(SERVE_HOST)
+    for _ in range(tries - 1):
+        if port_free(port, SERVE_HOST):
+            break
+        port = allocate_port(SERVE_HOST)
+    return port
+
+
 def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: bool, env: Mapping[str, str],
             unset_env: list[str], term_wait_s: float, client_cpus: str = AUTO, slot: Slot | None = None) -> Prepared:
     """Reap our orphans (docs/design.md, invariant 8), take a port, preflight, find the engine, place the CPUs
     (within the slot's, on a host that declares its GPUs: core/fleet/slots.py)."""
     report = reap_orphans(pid_dir, term_wait_s=term_wait_s)
-    port = allocate_port(SERVE_HOST)
+    port = free_port()
     spec = engine_for(engine)
     problems = (preflight_problems(port, check_foreign_processes, list(slot.devices), neighbour_servers(pid_dir))
                 if slot else preflight_problems(port, check_foreign_processes))
