@@ -4,6 +4,7 @@ again on the new stack; a killed run replays what it settled and the launches it
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -185,6 +186,38 @@ def test_a_run_killed_with_trials_in_flight_resumes_measuring_none_of_its_finish
         [(t.name, t.outcome, True) for t in settled], "what settled is replayed first, in its order"
     assert {k.name for k in resumed.keepers} == {"cap", "async"}
     assert {t.outcome for t in resumed.trials} <= {"KEEP", "SUPERSEDED", "REVERT"}
+
+
+def slow_and_close(keepers, v, looks=itertools.count()) -> TrialMeasurement:
+    """The baseline reads 100 then 106; the noop loses 20% at once; the cap, slow to measure, reads 110 and
+    98 in turn: under review."""
+    level = 106.0
+    if v is NOOP:
+        level = 80.0
+    elif v is CAP:
+        time.sleep(0.3)
+        level = 98.0 if next(looks) % 2 else 110.0
+    return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0)
+
+
+def test_a_run_interrupted_while_trials_are_in_flight_starts_no_further_launch() -> None:
+    """The interrupt of a cancelled run lands in the climb's thread (here: as the noop settles, the cap's
+    first look still running); the trials in flight then launch nothing more, so the run ends when the
+    launches running now end, not when their trials would have."""
+    slots, at_interrupt = Slots(slow_and_close), []
+
+    class Interrupted(MemoryLedger):
+        def on_trial(self, record) -> None:
+            with slots.lock:
+                at_interrupt.append(len(slots.calls))
+            raise KeyboardInterrupt("Terminate")
+
+    plan = lambda keepers, tried: [NOOP, CAP]  # noqa: E731
+    with pytest.raises(KeyboardInterrupt):
+        # six slots: the baseline's fresh launch, three of the noop's, the cap's first look, one free
+        climb_parallel(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, slots, Interrupted(), slots=6)
+    assert at_interrupt and ((), "cap") in slots.calls[:at_interrupt[0]], "the cap's first look was in flight"
+    assert len(slots.calls) == at_interrupt[0], "no launch started after the interrupt"
 
 
 CAP32 = variant("cap32", "--max-num-seqs", "32")

@@ -30,11 +30,14 @@ trials in the order they settled, which rebuilds the keepers and the evidence ex
 flight when the run was killed is started again and replays the launches it had finished.
 Budgets are checked at each start: no trial starts past `max_trials` (those in flight
 count) or the deadline, or once the target gain is reached; trials in flight then finish
-and settle before the climb returns its stop reason.
+and settle before the climb returns its stop reason. An interrupt (a cancelled run) or an
+error stops every trial in flight at its next launch (`Stopping`), so the climb ends when
+the launches running then end.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import NamedTuple
 
@@ -82,7 +85,8 @@ class _Parallel:
 
     def __init__(self, state: ClimbState, measure: MeasureFn, ledger: Ledger, checks: Checks,
                  baseline_measuring_s: float, prior: LaunchNoise | None):
-        self.state, self.measure, self.ledger, self.checks = state, measure, ledger, checks
+        self.stopping = threading.Event()  # set when the climb stops on an error or an interrupt
+        self.state, self.measure, self.ledger, self.checks = state, _unless(measure, self.stopping), ledger, checks
         self.baseline_measuring_s, self.prior = baseline_measuring_s, prior
         self.trials: dict[Future, _Flight] = {}
         self.relaunches: dict[str, Future] = {}  # best key -> its fresh launch, until merged
@@ -240,6 +244,19 @@ class _Parallel:
         state.settle(record, flight.variant, self.ledger, against=flight.against)
 
 
+class Stopping(RuntimeError):
+    """Raised in a trial's thread instead of a launch once the climb is stopping."""
+
+
+def _unless(measure: MeasureFn, stopping: threading.Event) -> MeasureFn:
+    """`measure`, refusing to start a launch once `stopping` is set."""
+    def measured(keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
+        if stopping.is_set():
+            raise Stopping("the climb is stopping: no further launch")
+        return measure(keepers, variant)
+    return measured
+
+
 def _taking(measure: MeasureFn, variant: Variant, spares: list[Future]) -> MeasureFn:
     """`measure`, answering a launch of the trial's own config (a look of the variant, or its stack's
     rebench) with the next of the launches started ahead for it, in the order asked."""
@@ -274,12 +291,18 @@ def climb_parallel(baseline: list[float], baseline_measuring_s: float, budget: B
     run.replay()
     stop: StopReason | None = None
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="trial") as pool:
-        while True:
-            stop = stop or run.state.stop(budget)
-            if stop is None:
-                run.start(pool, slots, budget)
-            if not run.trials:
-                for future in run.relaunches.values():  # a best's launch no trial waited for
-                    future.result()
-                return run.state.result((stop or StopReason.NO_MORE_CANDIDATES).value)
-            run.settle_finished()
+        try:
+            while True:
+                stop = stop or run.state.stop(budget)
+                if stop is None:
+                    run.start(pool, slots, budget)
+                if not run.trials:
+                    for future in run.relaunches.values():  # a best's launch no trial waited for
+                        future.result()
+                    return run.state.result((stop or StopReason.NO_MORE_CANDIDATES).value)
+                run.settle_finished()
+        except BaseException:
+            # A cancelled run (the interrupt lands here, in the main thread) or a failed one: the trials in
+            # flight start no further launch, so the pool's exit waits only for the launches running now.
+            run.stopping.set()
+            raise
