@@ -95,13 +95,16 @@ class Launcher:
 
     def __call__(self, role: str, keepers: list[Variant], variant: Variant | None) -> TrialMeasurement:
         look = next((look for look in self.recorded if look.role == role), None)
-        replayed = look is not None
-        if look is not None:
-            self.recorded.remove(look)
-        else:
-            self.count += 1
-            look = Look(trial=self.trial, index=self.count, role=role, measurement=self.measure(keepers, variant),
-                        against=self.against)
-            self.ledger.remember_look(look)
-        self.ledger.on_look(self.trial_index, self.name, look, replayed)
+        if look is None:
+            return self.record(role, self.measure(keepers, variant))
+        self.recorded.remove(look)
+        self.ledger.on_look(self.trial_index, self.name, look, True)
         return look.measurement
+
+    def record(self, role: str, measurement: TrialMeasurement) -> TrialMeasurement:
+        """Keep a launch just measured as the trial's next look of `role`, and tell the ledger."""
+        self.count += 1
+        look = Look(trial=self.trial, index=self.count, role=role, measurement=measurement, against=self.against)
+        self.ledger.remember_look(look)
+        self.ledger.on_look(self.trial_index, self.name, look, False)
+        return measurement

@@ -7,9 +7,9 @@ among them, which is where a ladder's best value is found fastest. A best measur
 (the baseline) gives no launch-to-launch interval, so no first look could be decided on it:
 unless the ledger has its fresh launch already (the baseline asset launches it beside the
 baseline: assets/baseline_beside.py), the first trials on it start together with one fresh
-launch of it, and each waits for it after its own first launch. A keeper's evidence ends with its stack's
-rebench, a launch of the moment its first trials start, so it is not launched again for
-them. The plan's first variant on each running best, its likeliest keeper, is launched
+launch of it, and each waits for it after its own first launch. A keeper's evidence ends
+with its stack's rebench, a launch of the moment its first trials start, so it is not
+launched again for them. The plan's first variant on each running best, its likeliest keeper, is launched
 DEEP times at once where slots are free: its first look, and the launches its second look
 and its stack's rebench would take, so a keeper is decided and confirmed in the time of one
 launch; a launch its decision did not ask for is kept in the ledger as a SPARE look. Each
@@ -55,7 +55,7 @@ from hyperloom_assets.core.decisions.climb import (
 from hyperloom_assets.core.decisions.ledger import Launcher, Ledger, MeasureFn
 from hyperloom_assets.core.decisions.rule import Outcome, superseded
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
-from hyperloom_assets.core.decisions.trial_record import Look, TrialMeasurement, TrialRecord
+from hyperloom_assets.core.decisions.trial_record import TrialMeasurement, TrialRecord
 from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
@@ -206,7 +206,7 @@ class _Parallel:
                     best.extend([objective_values(fresh, slo)] if fresh.error_class is None else [])
                 record = judged_trial(index, fingerprint, variant, keepers, best, others, self.baseline_measuring_s,
                                       launcher, self.checks, self.prior, slo, review, first)
-                _keep_unasked(launcher, spares, against)
+                _keep_unasked(launcher, spares)
             return record
 
         self.trials[pool.submit(run)] = flight
@@ -266,17 +266,12 @@ def _taking(measure: MeasureFn, variant: Variant, spares: list[Future]) -> Measu
     return measured
 
 
-def _keep_unasked(launcher: Launcher, spares: list[Future], against: str) -> None:
+def _keep_unasked(launcher: Launcher, spares: list[Future]) -> None:
     """Record the launches started ahead that the trial's decision did not ask for: each is a launch
     the host ran, kept in the ledger as a SPARE look, never replayed as one of the trial's looks."""
     for spare in spares:
-        if spare.exception() is not None:
-            continue
-        launcher.count += 1
-        look = Look(trial=launcher.trial, index=launcher.count, role=SPARE, measurement=spare.result(),
-                    against=against)
-        launcher.ledger.remember_look(look)
-        launcher.ledger.on_look(launcher.trial_index, launcher.name, look, False)
+        if spare.exception() is None:
+            launcher.record(SPARE, spare.result())
 
 
 def climb_parallel(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn,
