@@ -211,6 +211,7 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
     result = climb_parallel(repeat_values(baseline.measurement, target.objective), baseline.measuring_s, budget, plan,
                             _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
                             slots=slots, checks=checks, prior=prior)
+    trees.rest()
     store.record_launch_noise(noise_key=noise_key, target=name, run_id=context.run.run_id,
                               launch_means=launch_means(result.evidence))
     record_stop(context, store, result.stop_reason, f"{len(result.trials)} trial(s), {len(result.keepers)} kept, "
@@ -232,16 +233,17 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
         # variant None: the running best launched again beside a variant under review, or
         # the new stack's rebench after a KEEP
         changes = launched_changes(keepers, variant)
-        spec = launch_spec(keepers, variant)
         fingerprint = trial_fingerprint(changes[:-1], changes[-1]) if changes else None
         kind = "trial" if variant is not None else "best_relaunch"
         folder = step_dir(host, name, context.run.run_id, f"{kind}-{fingerprint or 'baseline'}-{time.time_ns()}")
         risky = variant is not None and variant.accuracy_risky and fingerprint is not None
+        spec = None
         try:
-            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
-                                       contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
-                                       context_key=baseline.context_key, fingerprint=fingerprint, overtime_s=limit,
-                                       after_rounds=gate.ask_on(fingerprint) if risky else None)
+            with launch_spec(keepers, variant) as spec:  # its tree held until its server is gone
+                measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
+                                           contract=baseline.contract, run_dir=folder, run_id=context.run.run_id,
+                                           context_key=baseline.context_key, fingerprint=fingerprint,
+                                           overtime_s=limit, after_rounds=gate.ask_on(fingerprint) if risky else None)
         except ServerError as exc:
             if exc.error_class == "environment_unavailable":  # the host, not the variant: never a failed trial
                 raise dg.Failure(description=f"environment_unavailable: {exc}",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,12 @@ def answers_on(check: AgreementCheck | LmEvalCheck, launch: LaunchRecord) -> lis
 
 
 class LaunchGate:
-    """`spec_for(keepers, variant)` builds a launch spec (checking its tree out); `log` says each verdict."""
+    """`spec_for(keepers, variant)` gives a launch spec, its tree checked out and held for the block;
+    `log` says each verdict."""
 
     def __init__(self, host: Host, check: AgreementCheck | LmEvalCheck, folder: Path,
-                 spec_for: Callable[[list[Variant], Variant | None], ServerSpec], log: Any = None,
+                 spec_for: Callable[[list[Variant], Variant | None], AbstractContextManager[ServerSpec]],
+                 log: Any = None,
                  baseline_answers: list[PromptOutput] | None = None):
         self.host, self.check, self.folder, self.spec_for, self.log = host, check, folder, spec_for, log
         self.answers: dict[str, SideEvidence] = {}  # configuration key -> what its server answered
@@ -79,21 +82,20 @@ class LaunchGate:
             self.log.info("accuracy gate for %s: %s (%s); gate launches: %s", variant.name, verdict, why, served)
         return verdict, why
 
-    def _answers(self, spec: ServerSpec, label: str) -> SideEvidence:
+    def _answers(self, side: AbstractContextManager[ServerSpec], label: str) -> SideEvidence:
         folder = self.folder / f"gate-{label}-{time.time_ns()}"
         self.launched.append(label)
-        with self.host.serve(spec, folder) as launch:
+        with side as spec, self.host.serve(spec, folder) as launch:
             return evidence_of(launch.base_url, launch.served_model, self.check, folder)
 
-    def judge(self, best_key: str, reference: Callable[[], ServerSpec], candidate_key: str,
-              candidate: Callable[[], ServerSpec]) -> tuple[str, str]:
-        """(verdict, why). `reference` and `candidate` build each side's spec right before its launch
-        (they check the tree out), so the two never share a checkout; a side whose answers are
-        kept is not launched."""
+    def judge(self, best_key: str, reference: Callable[[], AbstractContextManager[ServerSpec]], candidate_key: str,
+              candidate: Callable[[], AbstractContextManager[ServerSpec]]) -> tuple[str, str]:
+        """(verdict, why). `reference` and `candidate` give each side's spec, its tree held, right around
+        its launch, so the two never share a checkout; a side whose answers are kept is not launched."""
         try:
-            for key, spec, label in ((best_key, reference, "reference"), (candidate_key, candidate, "candidate")):
+            for key, side, label in ((best_key, reference, "reference"), (candidate_key, candidate, "candidate")):
                 if key not in self.answers:
-                    self.answers[key] = self._answers(spec(), label)
+                    self.answers[key] = self._answers(side(), label)
         except (ServerError, GateUnavailable) as exc:
             return "unavailable", str(exc).splitlines()[0]
         result = verdict_of(self.check, self.answers[best_key], self.answers[candidate_key])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,16 +19,18 @@ class GitError(RuntimeError):
         super().__init__(f"git {' '.join(args)} in {tree}: {self.stderr}")
 
 
-def git(tree: Path, *args: str, input_text: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def git(tree: Path, *args: str, input_text: str | None = None, check: bool = True,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`env`: variables on top of this process's (an index of its own: GIT_INDEX_FILE)."""
     done = subprocess.run(["git", "-C", str(tree), *AUTHOR, *args], capture_output=True, text=True,
-                          input=input_text, timeout=GIT_TIMEOUT_S)
+                          input=input_text, timeout=GIT_TIMEOUT_S, env={**os.environ, **env} if env else None)
     if check and done.returncode != 0:
         raise GitError(args, tree, done.stderr or done.stdout)
     return done
 
 
-def git_out(tree: Path, *args: str) -> str:
-    return git(tree, *args).stdout.strip()
+def git_out(tree: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return git(tree, *args, env=env).stdout.strip()
 
 
 def is_repository(tree: Path) -> bool:

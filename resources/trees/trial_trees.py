@@ -1,17 +1,20 @@
 """The trials' side of the run's worktree: what each launch serves and where keepers go.
 
 The branch head is the running best: the operator's HEAD plus every kept patch, one
-commit each. A launch of the running best serves the head; a trial serves the head with
-its own patch applied on top (uncommitted), and so does the fresh launch of the whole
-stack that confirms a KEEP (the stack rebench), before the patch is committed; a patch that does not apply there is refused
-before any launch. A KEEP commits the patch on the branch with the trial's name,
-fingerprint, gain and interval; anything else leaves the head as it was.
+commit each. A launch of a running best serves its commit; a trial serves it with its own
+patch applied on top (uncommitted), and so does the fresh launch of the whole stack that
+confirms a KEEP (the stack rebench), before the patch is committed; a patch that does not
+apply there is refused before any launch. A KEEP commits the patch on the branch with the
+trial's name, fingerprint, gain and interval; anything else leaves the head as it was.
+Launches served at once (parallel trials) hold the worktree in turn (holds.py); checking
+a patch and committing one never touch it (workspace.py), so they wait for no launch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from contextlib import AbstractContextManager, contextmanager
+from typing import Iterator
 
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord, launched_changes
@@ -19,17 +22,16 @@ from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.patches.run_tree import RunTree
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.resources.trees.holds import TreeHolds
 from hyperloom_assets.resources.trees.workspace import (
     PatchRejected,
     branch_head,
     check_applies,
-    checkout,
     commit_patch,
     reset_branch,
-    rest_on_branch,
 )
 
-SpecMaker = Callable[[list[Variant], "Variant | None"], ServerSpec]
+SpecMaker = Callable[[list[Variant], "Variant | None"], AbstractContextManager[ServerSpec]]
 
 
 def keep_message(record: TrialRecord) -> str:
@@ -46,47 +48,53 @@ class TrialTrees:
 
     def __init__(self, run_tree: RunTree | None):
         self.run_tree = run_tree
+        self.holds = TreeHolds(run_tree)
         self.commits: dict[str, str] = {}  # fingerprint of a kept patch trial -> its commit
-        self.committed: set[str] = set()  # sha256 of every patch on the branch
+        self.commit_of: dict[str, str] = {}  # sha256 of every patch on the branch -> the commit that added it
         if run_tree is not None:
             reset_branch(run_tree, run_tree.base_commit)  # a re-executed step starts from the run's base
 
     def head(self) -> str | None:
         return branch_head(self.run_tree) if self.run_tree else None
 
-    def launch_tree(self, changes: list[Variant]) -> Path | None:
-        """Check out what a launch serves: the running best, plus the patches of `changes` not yet on it."""
+    def served_state(self, changes: list[Variant]) -> tuple[str | None, str | None]:
+        """(commit, patch text) a launch of `changes` serves: the commit of its last kept patch (the
+        run's base without one), and the patches of `changes` not committed yet on top."""
         if self.run_tree is None:
-            return None
-        text = "".join(p.text for v in changes for p in v.patches if p.sha256 not in self.committed) or None
-        return checkout(self.run_tree, branch_head(self.run_tree), text)
+            return None, None
+        kept = [self.commit_of[p.sha256] for v in changes for p in v.patches if p.sha256 in self.commit_of]
+        text = "".join(p.text for v in changes for p in v.patches if p.sha256 not in self.commit_of) or None
+        return (kept[-1] if kept else self.run_tree.base_commit), text
 
     def spec_maker(self, target: Target, base: ServerSpec) -> SpecMaker:
-        """(keepers, variant) -> the launch spec of the stack plus the variant, its tree checked out:
-        call it right before the launch, since every launch shares the one worktree."""
-        def spec_for(keepers: list[Variant], variant: Variant | None) -> ServerSpec:
+        """(keepers, variant) -> the launch spec of the stack plus the variant, its tree checked out
+        and held for the block: enter it right around the launch."""
+        @contextmanager
+        def spec_for(keepers: list[Variant], variant: Variant | None) -> Iterator[ServerSpec]:
             changes = launched_changes(keepers, variant)
-            spec = stack_spec(target, changes, base)
-            return spec.model_copy(update={"framework_tree": self.launch_tree(changes)})
+            with self.holds.held(*self.served_state(changes)) as tree:
+                yield stack_spec(target, changes, base).model_copy(update={"framework_tree": tree})
         return spec_for
 
     def admit(self, keepers: list[Variant], variant: Variant) -> str | None:
         if self.run_tree is None:
             return "the target has no framework_tree to apply a patch to"
+        commit, text = self.served_state(keepers)  # the running best, as its launch serves it
         try:
             for patch in variant.patches:
-                check_applies(self.run_tree, branch_head(self.run_tree), patch.text)
+                check_applies(self.run_tree, commit, (text or "") + patch.text)
         except PatchRejected as exc:
             return str(exc)
         return None
 
     def settle(self, record: TrialRecord) -> None:
-        """After a trial: commit a kept patch on the branch, else rest on the running best."""
-        if self.run_tree is None:
+        """After a trial: commit a kept patch on the branch (the worktree is left to the launches)."""
+        if self.run_tree is None or record.outcome != "KEEP" or not record.variant.patches:
             return
-        if record.outcome == "KEEP" and record.variant.patches:
-            text = "".join(p.text for p in record.variant.patches)
-            self.commits[record.fingerprint] = commit_patch(self.run_tree, text, keep_message(record))
-            self.committed.update(p.sha256 for p in record.variant.patches)
-        else:
-            rest_on_branch(self.run_tree)
+        text = "".join(p.text for p in record.variant.patches)
+        self.commits[record.fingerprint] = commit_patch(self.run_tree, text, keep_message(record))
+        self.commit_of.update((p.sha256, self.commits[record.fingerprint]) for p in record.variant.patches)
+
+    def rest(self) -> None:
+        """After the climb: the worktree clean on the branch head, once no launch serves it."""
+        self.holds.rest()

@@ -11,7 +11,10 @@ A worktree left by a killed run is taken over by the next: reset, cleaned, re-po
 from __future__ import annotations
 
 import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from hyperloom_assets.core.patches.patch import touched_files
 from hyperloom_assets.core.patches.run_tree import RunTree, branch_name, worktree_path
@@ -63,12 +66,26 @@ def branch_head(tree: RunTree) -> str:
     return git_out(tree.worktree, "rev-parse", tree.branch)
 
 
-def check_applies(tree: RunTree, commit: str, patch_text: str) -> None:
-    """`git apply --check` of a patch on `commit`; PatchRejected carries git's message."""
-    checkout(tree, commit)
-    done = git(tree.worktree, "apply", "--check", "-", input_text=patch_text, check=False)
+@contextmanager
+def _index_at(tree: RunTree, commit: str) -> Iterator[dict[str, str]]:
+    """An index of its own holding `commit` (the env that points git at it): patches are checked
+    and committed there, so the worktree, which servers may be serving, is never touched."""
+    with tempfile.TemporaryDirectory(prefix="hyperloom-index-") as folder:
+        env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+        git(tree.worktree, "read-tree", commit, env=env)
+        yield env
+
+
+def _apply_to_index(tree: RunTree, env: dict[str, str], patch_text: str, *flags: str) -> None:
+    done = git(tree.worktree, "apply", "--cached", *flags, "-", input_text=patch_text, check=False, env=env)
     if done.returncode != 0:
         raise PatchRejected((done.stderr or done.stdout).strip() or f"git apply exited {done.returncode}")
+
+
+def check_applies(tree: RunTree, commit: str, patch_text: str) -> None:
+    """`git apply --check` of a patch on `commit`; PatchRejected carries git's message."""
+    with _index_at(tree, commit) as env:
+        _apply_to_index(tree, env, patch_text, "--check")
 
 
 def _changed_files(tree: RunTree, commit: str) -> list[str]:
@@ -102,14 +119,15 @@ def checkout(tree: RunTree, commit: str, patch_text: str | None = None) -> Path:
 
 
 def commit_patch(tree: RunTree, patch_text: str, message: str) -> str:
-    """Apply a kept patch on the branch head and commit it there; the new head."""
-    reset_branch(tree, branch_head(tree))
-    done = git(tree.worktree, "apply", "--index", "-", input_text=patch_text, check=False)
-    if done.returncode != 0:
-        raise PatchRejected((done.stderr or done.stdout).strip())
-    git(tree.worktree, "commit", "-q", "-m", message)
-    drop_bytecode(tree.worktree, touched_files(patch_text))
-    return branch_head(tree)
+    """Commit a kept patch on the branch head, the worktree untouched (a launch checks the new head
+    out when it serves it); the new head."""
+    head = branch_head(tree)
+    with _index_at(tree, head) as env:
+        _apply_to_index(tree, env, patch_text)
+        snapshot = git_out(tree.worktree, "write-tree", env=env)
+    commit = git_out(tree.worktree, "commit-tree", snapshot, "-p", head, "-m", message)
+    git(tree.worktree, "update-ref", f"refs/heads/{tree.branch}", commit, head)
+    return commit
 
 
 def rest_on_branch(tree: RunTree) -> None:

@@ -3,6 +3,8 @@ already up is not launched again; a side without them gets a launch of its own."
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from hyperloom_assets.core.config.targets import AgreementCheck
 from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.decisions.climb import BASELINE
@@ -21,10 +23,10 @@ def test_answers_asked_after_the_rounds_spare_the_gate_its_launches(tmp_path, ho
         gate.ask_on("variant-a")(launch)
     assert gate.ask_on("variant-a") is None, "answers already kept are not asked again"
 
-    verdict, why = gate.judge(BASELINE, lambda: SPEC, "variant-a", lambda: SPEC)
+    verdict, why = gate.judge(BASELINE, lambda: nullcontext(SPEC), "variant-a", lambda: nullcontext(SPEC))
     assert (verdict, gate.launched) == ("pass", ["reference"]), why  # the baseline had no answers
 
-    verdict, why = gate.judge(BASELINE, lambda: SPEC, "variant-b", lambda: WRONG)
+    verdict, why = gate.judge(BASELINE, lambda: nullcontext(SPEC), "variant-b", lambda: nullcontext(WRONG))
     assert (verdict, gate.launched) == ("drop", ["reference", "candidate"]), why  # the reference is kept
 
 
@@ -34,5 +36,5 @@ def test_the_baselines_answers_are_the_first_reference(tmp_path, host) -> None:
         probe.ask_on(BASELINE)(launch)
     gate = LaunchGate(host, AgreementCheck(), tmp_path / "accuracy", spec_for=None,
                       baseline_answers=probe.answers[BASELINE])
-    verdict, why = gate.judge(BASELINE, lambda: SPEC, "variant-a", lambda: SPEC)
+    verdict, why = gate.judge(BASELINE, lambda: nullcontext(SPEC), "variant-a", lambda: nullcontext(SPEC))
     assert (verdict, gate.launched) == ("pass", ["candidate"]), why
