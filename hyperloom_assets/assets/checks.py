@@ -40,8 +40,8 @@ BASELINE_CHECKS = {
                                      "lag and its CPU share under their limits).",
 }
 STACK_CHECKS = {
-    "validated_gain_interval_excludes_zero": "The validated gain's 95% interval, from the interleaved "
-                                             "base/stack launches on fresh servers, lies above zero.",
+    "validated_gain_interval_excludes_zero": "The validated gain's 95% interval, from the base/stack "
+                                             "pairs of launches on fresh servers, lies above zero.",
 }
 REPORT_CHECKS = {
     "no_measurement_above_roofline": "No measurement the report draws on (baseline, trials, validation, sweep) "

@@ -1,7 +1,8 @@
 """The `optimization_stack` asset: the keepers composed, the gain validated.
 
 The climb says what helped on the way; the stack is validated against the baseline on
-fresh servers, interleaved (base, stack, base, stack), so the headline gain has its own
+fresh servers, in pairs: interleaved (base, stack, base, stack) on one slot, each pair's
+two sides at once on two slots where the run holds them. The headline gain has its own
 interval that the climb's selection cannot inflate. The last pair's servers, once their
 validation rounds are done, also climb the concurrency ladder, so `concurrency_sweep`
 needs no launch of its own in the run that validated. The same keepers already validated
@@ -11,6 +12,7 @@ in the same context are replayed from the store, as trials are, with no launch a
 import shlex
 import statistics
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -29,6 +31,7 @@ from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
+from hyperloom_assets.core.planning.validation_plan import ValidationLaunch, validation_waves
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.releases.run import ReleaseCheck, stack_verdict
 from hyperloom_assets.core.report.precision import rounded
@@ -39,8 +42,9 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
-from hyperloom_assets.resources.measure import run_measurement, run_on_server, sweep_rungs
+from hyperloom_assets.resources.measure import MeasuredConfig, run_measurement, run_on_server, sweep_rungs
 from hyperloom_assets.resources.store.results import ResultStore
+from hyperloom_assets.resources.trees.holds import TreeHolds
 from hyperloom_assets.resources.trees.workspace import served_at
 
 VALIDATION_PAIRS = 2
@@ -77,52 +81,91 @@ def sweep_after_rounds(context, host: Host, bench: BenchmarkClient, store: Resul
     return sweep
 
 
-def validate_stack(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+def validate_stack(context, target: Target, slots: list[Host], bench: BenchmarkClient, store: ResultStore,
                    baseline: BaselineResult, keepers: list[Variant],
                    label_prefix: str = "validate", tree_commit: str | None = None,
                    sweep_ladder: list[int] | None = None, find_capacity: bool = False) -> Validation:
-    """Base, stack, base, stack on fresh servers; the last pair sweeps `sweep_ladder` after its rounds,
+    """Base and stack on fresh servers, pair by pair (core/planning/validation_plan.py: at once on two
+    of the run's `slots` where it holds two); the last pair sweeps `sweep_ladder` after its rounds,
     then (`find_capacity`, an SLO target's) finds each side's capacity within the SLO.
 
-    A tree target serves the base at the run's base commit and the stack at `tree_commit`.
+    A tree target serves the base at the run's base commit and the stack at `tree_commit`: from
+    one checkout, so its two sides at two commits take turns.
     """
     run_tree = baseline.run_tree
-    base_spec, top_spec = baseline.spec, stack_spec(target, keepers, baseline.spec)
     base_commit = run_tree.base_commit if run_tree else None
     commits = {"base": base_commit, "stack": tree_commit or base_commit}
+    specs = {"base": baseline.spec, "stack": stack_spec(target, keepers, baseline.spec)}
     done = Validation()
-    rows: list[dict] = []
+    rows: dict[str, list[dict]] = {"baseline": [], "stack": []}
     failed: list[str] = []  # the configs whose sweep failed: then none of the rows stand
-    for pair in range(1, VALIDATION_PAIRS + 1):
-        context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
-                         pair, VALIDATION_PAIRS)
-        for label, spec, launches, goodputs in (("base", base_spec, done.base, done.base_goodputs),
-                                                ("stack", top_spec, done.top, done.top_goodputs)):
-            spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commits[label])})
-            folder = step_dir(host, context.partition_key, context.run.run_id, f"{label_prefix}-{pair}-{label}")
-            config = "baseline" if label == "base" else "stack"
+
+    holds = TreeHolds(run_tree)  # the two sides at one commit share its checkout
+
+    def measure(planned: ValidationLaunch) -> MeasuredConfig:
+        host, config = slots[planned.slot], "baseline" if planned.side == "base" else "stack"
+        folder = step_dir(host, context.partition_key, context.run.run_id,
+                          f"{label_prefix}-{planned.pair}-{planned.side}")
+        with holds.held(commits[planned.side]) as tree:
+            spec = specs[planned.side].model_copy(update={"framework_tree": tree})
             after: list = []  # what the last pair's servers do once their rounds are over
-            if sweep_ladder and pair == VALIDATION_PAIRS:
+            if sweep_ladder and planned.pair == VALIDATION_PAIRS:
                 after.append(sweep_after_rounds(context, host, bench, store, baseline, spec, folder, config,
-                                                sweep_ladder, rows, failed))
-            if find_capacity and pair == VALIDATION_PAIRS:  # after the sweep, on the same server
-                after.append(capacity_after_rounds(context, target, host, bench, store, baseline, spec, folder, config,
-                                                   done.capacity))
-            measured = run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
-                                       kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
-                                       run_id=context.run.run_id, context_key=baseline.context_key,
-                                       after_rounds=_in_turn(after) if after else None)
-            launches.append(measured.measurement.repeats_throughputs())
-            if counted := goodputs_if_measured(measured.measurement):
-                goodputs.append(counted)
-            if label == "stack":
-                done.top_argv = measured.launch.argv
-                done.top_latency.append(measured.measurement.latency)
-            context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, pair, label,
+                                                sweep_ladder, rows[config], failed))
+            if find_capacity and planned.pair == VALIDATION_PAIRS:  # after the sweep, on the same server
+                after.append(capacity_after_rounds(context, target, host, bench, store, baseline, spec, folder,
+                                                   config, done.capacity))
+            return run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
+                                   kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
+                                   run_id=context.run.run_id, context_key=baseline.context_key,
+                                   after_rounds=_in_turn(after) if after else None)
+
+    waves = validation_waves(VALIDATION_PAIRS, len(slots), together=commits["base"] == commits["stack"])
+    for wave in waves:
+        _say_wave(context, label_prefix, wave, slots)
+        for planned, measured in zip(wave, _at_once(measure, wave)):
+            _record(done, planned.side, measured)
+            context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, planned.pair, planned.side,
                              measured.measurement.output_throughput)
     if sweep_ladder and not failed:
-        done.sweep_rows = rows
+        done.sweep_rows = rows["baseline"] + rows["stack"]
     return done
+
+
+def _at_once(measure, wave: list[ValidationLaunch]) -> list[MeasuredConfig]:
+    """Each launch of the wave on its own slot at the same time; every one ends before an error is raised."""
+    if len(wave) == 1:
+        return [measure(wave[0])]
+    with ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="validate") as pool:
+        futures = [pool.submit(measure, planned) for planned in wave]
+        wait(futures)
+    return [future.result() for future in futures]
+
+
+def _say_wave(context, label_prefix: str, wave: list[ValidationLaunch], slots: list[Host]) -> None:
+    if len(wave) == 1:
+        if wave[0].side == "base":
+            context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
+                             wave[0].pair, VALIDATION_PAIRS)
+        return
+    placed = ", ".join(f"pair {p.pair} {p.side} on {_slot_name(slots[p.slot])}" for p in wave)
+    context.log.info("%s: %s, at once, each on a fresh server", label_prefix, placed)
+
+
+def _slot_name(host: Host) -> str:
+    """`host:devices`, as the trials table's "ran on" says a slot."""
+    slot = getattr(host, "slot", None)
+    return f"{host.name}:{','.join(map(str, slot['devices']))}" if slot else host.name
+
+
+def _record(done: Validation, side: str, measured: MeasuredConfig) -> None:
+    launches, goodputs = (done.base, done.base_goodputs) if side == "base" else (done.top, done.top_goodputs)
+    launches.append(measured.measurement.repeats_throughputs())
+    if counted := goodputs_if_measured(measured.measurement):
+        goodputs.append(counted)
+    if side == "stack":
+        done.top_argv = measured.launch.argv
+        done.top_latency.append(measured.measurement.latency)
 
 
 def _capacity_asked(target: Target) -> bool:
@@ -182,7 +225,7 @@ def _stored_capacity(stored: dict | None) -> dict[str, Capacity | None]:
             if load is not None}
 
 
-def release_check(context, target: Target, host: Host, bench: BenchmarkClient, store: ResultStore,
+def release_check(context, target: Target, slots: list[Host], bench: BenchmarkClient, store: ResultStore,
                   baseline: BaselineResult,
                   others: list[Launches]) -> ReleaseCheck | None:
     """On a release run: does the stack validated before still hold on the new release?"""
@@ -190,7 +233,7 @@ def release_check(context, target: Target, host: Host, bench: BenchmarkClient, s
     if release is None or not release.previous_stack or not release.previous_stack["keepers"]:
         return None
     previous = [Variant.model_validate(v) for v in release.previous_stack["keepers"]]
-    checked = validate_stack(context, target, host, bench, store, baseline, previous, "release-check")
+    checked = validate_stack(context, target, slots, bench, store, baseline, previous, "release-check")
     gain, low, high = validated_gain(*compared(checked, target.objective), others)
     earlier = release.previous_stack["result"]
     before, before_low, before_high = (float(earlier[key]) for key in
@@ -254,7 +297,7 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
                            trials: TrialsResult, accepted_patches: AcceptedPatches,
                            ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         target = catalog.run_target(context.partition_key, context.run.run_id, store)
-        host = hosts.for_target(target)
+        slots = hosts.slot_hosts(target)  # the validation's pairs serve both sides at once on two of them
         validation, validated_in = Validation(), context.run.run_id
         ladder = target.sweep_ladder()
         replay = replayed_validation(store, context.partition_key, baseline, accepted_patches, ladder)
@@ -264,14 +307,14 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
                 context.log.info("validation replayed from the ledger: these keepers were validated in this "
                                  "context by run %s", validated_in)
             elif accepted_patches.keepers:
-                validation = validate_stack(context, target, host, bench, store, baseline, accepted_patches.keepers,
+                validation = validate_stack(context, target, slots, bench, store, baseline, accepted_patches.keepers,
                                             tree_commit=accepted_patches.tree_commit, sweep_ladder=ladder,
                                             find_capacity=_capacity_asked(target))
             elif _capacity_asked(target):
-                validation.capacity = baseline_capacity(context, target, host, bench, store, baseline)
+                validation.capacity = baseline_capacity(context, target, slots[0], bench, store, baseline)
             result = stack_result(target, baseline, trials, accepted_patches, validation, context.run.run_id, ladder,
                                   validated_in)
-            result.release_check = release_check(context, target, host, bench, store, baseline,
+            result.release_check = release_check(context, target, slots, bench, store, baseline,
                                                  list(trials.climb.evidence.values()))
         store.record_stack(target=context.partition_key, context_key=baseline.context_key, run_id=context.run.run_id,
                            keepers=[k.model_dump(mode="json") for k in result.keepers],

@@ -87,8 +87,9 @@ def placement_watched(serve, model: Path, seen: list[Served]):
 
 def _assert_the_slots_served_at_once_on_their_own_cpus(seen: list[Served], trial: dict) -> None:
     """Every launch in a slot of one CPU, its server's threads and its client on that CPU only; launches
-    serving at the same time (the running best launched again beside the climb's first trial) on
-    different slots, on disjoint CPUs; the climb's launches on both slots."""
+    serving at the same time (the baseline launched again beside itself, the climb's trial beside its
+    deep start, each validation pair's two sides) on different slots, on disjoint CPUs; the climb's
+    launches on both slots."""
     assert all(s.devices in ([0], [1]) and s.threads_cpus == set(s.server_cpus) == set(s.client_cpus)
                and len(s.server_cpus) == 1 for s in seen), seen
     together = [(a, b) for a, b in itertools.combinations(seen, 2)

@@ -99,7 +99,7 @@ def _objective_lines(r: ReportInputs, gain: str) -> list[str]:
 
 def _headline(r: ReportInputs) -> list[str]:
     gain = (validated_gain_text(r.validated_gain_pct, r.validated_gain_ci_low, r.validated_gain_ci_high)
-            + ", interleaved on fresh servers)" if r.validated
+            + ", base and stack in pairs on fresh servers)" if r.validated
             else "no keeper, so nothing to validate: the final configuration is the baseline")
     return [f"# Optimization report: {r.target}", "", *_objective_lines(r, gain),
             f"Stop reason: `{r.stop_reason}` ({describe_stop_reason(r.stop_reason)}).", "",
