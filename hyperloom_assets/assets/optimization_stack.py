@@ -12,7 +12,7 @@ in the same context are replayed from the store, as trials are, with no launch a
 import shlex
 import statistics
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -122,11 +122,15 @@ def validate_stack(context, target: Target, slots: list[Host], bench: BenchmarkC
 
     waves = validation_waves(VALIDATION_PAIRS, len(slots), together=commits["base"] == commits["stack"])
     for wave in waves:
-        _say_wave(context, label_prefix, wave, slots)
+        if wave[0].side == "base":
+            context.log.info("%s: pair %d of %d, %s, each on a fresh server", label_prefix, wave[0].pair,
+                             VALIDATION_PAIRS, "the baseline then the stack" if len(wave) == 1
+                             else f"{len(wave) // 2} pair(s) at once, a side per slot")
         for planned, measured in zip(wave, _at_once(measure, wave)):
             _record(done, planned.side, measured)
-            context.log.info("%s pair %d %s: %.1f output tok/s", label_prefix, planned.pair, planned.side,
-                             measured.measurement.output_throughput)
+            context.log.info("%s pair %d %s: %.1f output tok/s%s", label_prefix, planned.pair, planned.side,
+                             measured.measurement.output_throughput,
+                             f" on {measured.launch.slot_text()}" if measured.launch.slot_text() else "")
     if sweep_ladder and not failed:
         done.sweep_rows = rows["baseline"] + rows["stack"]
     return done
@@ -138,24 +142,7 @@ def _at_once(measure, wave: list[ValidationLaunch]) -> list[MeasuredConfig]:
         return [measure(wave[0])]
     with ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="validate") as pool:
         futures = [pool.submit(measure, planned) for planned in wave]
-        wait(futures)
     return [future.result() for future in futures]
-
-
-def _say_wave(context, label_prefix: str, wave: list[ValidationLaunch], slots: list[Host]) -> None:
-    if len(wave) == 1:
-        if wave[0].side == "base":
-            context.log.info("%s: pair %d of %d, the baseline then the stack, each on a fresh server", label_prefix,
-                             wave[0].pair, VALIDATION_PAIRS)
-        return
-    placed = ", ".join(f"pair {p.pair} {p.side} on {_slot_name(slots[p.slot])}" for p in wave)
-    context.log.info("%s: %s, at once, each on a fresh server", label_prefix, placed)
-
-
-def _slot_name(host: Host) -> str:
-    """`host:devices`, as the trials table's "ran on" says a slot."""
-    slot = getattr(host, "slot", None)
-    return f"{host.name}:{','.join(map(str, slot['devices']))}" if slot else host.name
 
 
 def _record(done: Validation, side: str, measured: MeasuredConfig) -> None:

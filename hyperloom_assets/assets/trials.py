@@ -237,7 +237,6 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
         kind = "trial" if variant is not None else "best_relaunch"
         folder = step_dir(host, name, context.run.run_id, f"{kind}-{fingerprint or 'baseline'}-{time.time_ns()}")
         risky = variant is not None and variant.accuracy_risky and fingerprint is not None
-        spec = None
         try:
             with launch_spec(keepers, variant) as spec:  # its tree held until its server is gone
                 measured = run_measurement(host=host, bench=bench, store=store, target=name, kind=kind, spec=spec,
