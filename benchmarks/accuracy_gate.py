@@ -39,6 +39,18 @@ from hyperloom_assets.resources.hosts.local import LocalHost  # noqa: E402
 from hyperloom_assets.resources.trees.init import init_tree  # noqa: E402
 from hyperloom_assets.resources.trees.workspace import checkout, open_run_tree  # noqa: E402
 
+# The source paths whose code each result of this benchmark measures ("*": any other result): it is
+# stale once one changes (benchmarks/support/staleness.py).
+EXERCISES = {
+    "accuracy_gate_vllm": ("hyperloom_assets/core/accuracy/", "hyperloom_assets/resources/accuracy/",
+                           "hyperloom_assets/core/patches/library/vllm/",
+                           "hyperloom_assets/core/patches/library.py",
+                           "hyperloom_assets/resources/trees/"),
+    "*": ("hyperloom_assets/core/accuracy/", "hyperloom_assets/resources/accuracy/",
+          "hyperloom_assets/core/patches/library/", "hyperloom_assets/core/patches/library.py",
+          "hyperloom_assets/resources/trees/", "hyperloom_assets/sim/"),
+}
+
 TINY_MODEL = ROOT / ".cache" / "models" / "tiny-llama"
 FALSE_DROP_GOAL = 0.01
 SETUPS = {

@@ -25,6 +25,11 @@ from benchmarks.support.peers import pinned, running_server, vllm_bench_serve_ar
 from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/resources/bench/", "hyperloom_assets/cli/bench.py",
+             "benchmarks/support/echo_server.py", "benchmarks/support/peers.py")
+
 TOKENIZER = ROOT / ".cache" / "models" / "tiny-llama"  # vLLM's client needs one for its random dataset
 
 

@@ -29,6 +29,10 @@ from hyperloom_assets.core.decisions.history import prior_from  # noqa: E402
 from hyperloom_assets.core.measurement.stats import LaunchNoise  # noqa: E402
 from hyperloom_assets.core.planning.variants import Variant  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/core/decisions/", "hyperloom_assets/core/measurement/stats.py")
+
 LAUNCH_SDS = (0.0, 0.02, 0.05, 0.10)
 REPEAT_SD = 0.03
 GAINS = (0.0, 0.03, 0.05, 0.10, 0.30)

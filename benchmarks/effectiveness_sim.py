@@ -34,11 +34,16 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.support.offline_climb import OfflineClimb, SimScenario, run_offline_climb, true_throughput  # noqa: E402
 from benchmarks.support.results import start_run, write_results  # noqa: E402
+from benchmarks.support.staleness import OFFLINE_CLIMB  # noqa: E402
 from benchmarks.support.sim_grid import exhaustive_grid, grid_families, grid_points  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload  # noqa: E402
 from hyperloom_assets.core.engines.registry import harness_flags_for  # noqa: E402
 from hyperloom_assets.core.measurement.workloads import synthetic_trace, write_trace  # noqa: E402
 from hyperloom_assets.core.planning.variants import strip_flags  # noqa: E402
+
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = OFFLINE_CLIMB + ("benchmarks/support/sim_grid.py",)
 
 SHARE_TARGET = 0.95
 LAUNCH_RATIO_TARGET = 0.25

@@ -4,7 +4,10 @@ On the sim: a run stopped mid-trial by SIGTERM, by Dagster's Terminate and by SI
 (each resumed by the next run), a variant past the overtime limit, the result store
 failing a write (full, read-only), two runs writing one store at once (SQLite and a real
 PostgreSQL), the target file edited mid-run, each of the sim's server faults under a
-trial (and one under the baseline), and a port taken between preflight and launch. On
+trial (and one under the baseline; among them a stream chunk of the wrong shape and a
+line that never ends), a port taken between preflight and launch, bad target files
+beside a good one (undecodable, an unsafe name, an alias bomb), a variant whose env no
+process can be launched with, and a foreign database at the store's URL. On
 vLLM CPU (the generated tiny Llama): a server SIGKILLed mid-round, and the climb's
 worker SIGKILLed mid-trial then resumed. For each it prints the outcome or stop reason,
 the servers leaked, the launches measured twice, the records lost and the time to
@@ -33,6 +36,12 @@ from benchmarks.support.fleet_services import start_postgres  # noqa: E402
 from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.sim.engine_args import FAULTS  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/", "benchmarks/support/fault_runs.py", "benchmarks/support/fault_scenarios.py",
+             "benchmarks/support/job_runs.py", "benchmarks/support/sim_climbs.py",
+             "benchmarks/support/store_writers.py", "benchmarks/support/fleet_services.py")
+
 COLUMNS = ("fault", "engine", "outcome", "leaked", "measured_twice", "lost", "recover_s")
 
 
@@ -44,6 +53,8 @@ def sim_rows() -> list[tuple[str, object]]:
              ("writers postgres", _postgres_writers), ("target edited", fault_runs.target_edited_mid_run)]
     rows += [(f"sim server {kind}", lambda kind=kind: scenarios.sim_server_fault(kind)) for kind in FAULTS]
     rows += [("baseline server fault", scenarios.baseline_server_fault), ("port taken", scenarios.port_taken)]
+    rows += [("bad target files", scenarios.bad_target_files), ("unlaunchable env", scenarios.unlaunchable_env),
+             ("foreign database", scenarios.foreign_database)]
     return rows
 
 

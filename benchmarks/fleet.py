@@ -31,6 +31,10 @@ from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.resources.store.leases import HostLeases  # noqa: E402
 from hyperloom_assets.resources.store.results import ResultStore  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/", "benchmarks/support/fleet_run.py", "benchmarks/support/fleet_services.py")
+
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "models" / "llama-3-8b"
 MAKESPAN_GOAL = 1.25

@@ -48,6 +48,21 @@ from hyperloom_assets.resources.bench.runner import measure, model_vocab_size  #
 from hyperloom_assets.resources.hosts.local import LocalHost  # noqa: E402
 from hyperloom_assets.resources.hosts.preflight import allocate_port  # noqa: E402
 
+# The source paths whose code each result of this benchmark measures ("*": any other result): it is
+# stale once one changes (benchmarks/support/staleness.py).
+EXERCISES = {
+    "noise_pinning": ("hyperloom_assets/core/decisions/", "hyperloom_assets/core/measurement/",
+                      "hyperloom_assets/resources/bench/", "benchmarks/support/peers.py",
+                      "benchmarks/support/echo_server.py",
+                      "hyperloom_assets/resources/hosts/cpu_pinning.py"),
+    "noise_vllm": ("hyperloom_assets/core/decisions/", "hyperloom_assets/core/measurement/",
+                   "hyperloom_assets/resources/bench/", "benchmarks/support/peers.py",
+                   "benchmarks/support/echo_server.py"),
+    "*": ("hyperloom_assets/core/decisions/", "hyperloom_assets/core/measurement/",
+          "hyperloom_assets/resources/bench/", "benchmarks/support/peers.py",
+          "benchmarks/support/echo_server.py", "hyperloom_assets/sim/"),
+}
+
 TINY_MODEL = ROOT / ".cache" / "models" / "tiny-llama"
 FALSE_KEEP_TARGET = 0.05
 SAME_CONFIG = Variant(name="same-config", add_args=["--same-config"], provenance="seed_grid",

@@ -30,6 +30,10 @@ from hyperloom_assets.definitions import build_defs, check_foreign_servers
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.store.results import ResultStore
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/",)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

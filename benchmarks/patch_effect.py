@@ -33,6 +33,14 @@ from hyperloom_assets.resources.hosts.local import LocalHost  # noqa: E402
 from hyperloom_assets.resources.trees.init import init_tree  # noqa: E402
 from hyperloom_assets.resources.trees.workspace import checkout, open_run_tree  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/core/patches/library/vllm/", "hyperloom_assets/core/patches/library.py",
+             "hyperloom_assets/core/patches/patch.py", "hyperloom_assets/core/patches/run_tree.py",
+             "hyperloom_assets/core/patches/diff_text.py", "hyperloom_assets/core/patches/git_paths.py",
+             "hyperloom_assets/resources/trees/", "hyperloom_assets/resources/bench/",
+             "hyperloom_assets/core/measurement/stats.py")
+
 TINY_MODEL = ROOT / ".cache" / "models" / "tiny-llama"
 WORKLOAD = Workload(kind="random", isl=128, osl=64, concurrency=16, num_prompts=64)  # the demo target's
 

@@ -47,6 +47,17 @@ from hyperloom_assets.resources.hosts.local import LocalHost  # noqa: E402
 from hyperloom_assets.resources.measure import in_engine_time  # noqa: E402
 from hyperloom_assets.resources.profiling import ServerProfile  # noqa: E402
 
+# The source paths whose code each result of this benchmark measures ("*": any other result): it is
+# stale once one changes (benchmarks/support/staleness.py).
+EXERCISES = {
+    "profiler_configured_tiny-llama-cpu": ("hyperloom_assets/resources/profiling.py",
+                                           "hyperloom_assets/resources/measure.py",
+                                           "hyperloom_assets/resources/bench/",
+                                           "hyperloom_assets/core/engines/"),
+    "*": ("hyperloom_assets/resources/profiling.py", "hyperloom_assets/resources/measure.py",
+          "hyperloom_assets/resources/bench/", "hyperloom_assets/core/engines/", "hyperloom_assets/sim/"),
+}
+
 
 def one_launch(host: LocalHost, spec: ServerSpec, contract, folder: Path, configured: bool) -> dict:
     """One fresh server, measured as the baseline asset measures it."""

@@ -51,6 +51,10 @@ from hyperloom_assets.sim.engine_args import split_harness_args  # noqa: E402
 from hyperloom_assets.sim.predict import predict  # noqa: E402
 from tests.proposer.proposals import APPROVE, change  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/", "benchmarks/support/llm_servers.py", "tests/proposer/")
+
 MODEL = ROOT / "models" / "llama-3-8b"
 HARNESS = ["--gpu", "H100", "--time-scale", "50"]
 OPERATOR = ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048"]

@@ -100,6 +100,17 @@ from benchmarks.support.searchers import (  # noqa: E402
     tpe_search,
 )
 from benchmarks.support.tpe_tuning import STARTUP_GRID, TUNING_SEEDS, tuned_startups  # noqa: E402
+from benchmarks.support.staleness import OFFLINE_CLIMB  # noqa: E402
+
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = OFFLINE_CLIMB + (
+    "hyperloom_assets/core/config/search_space.py", "hyperloom_assets/core/proposer/",
+    "benchmarks/support/quality_scenarios.py", "benchmarks/support/calibrated_scenarios.py",
+    "benchmarks/support/quality_summary.py", "benchmarks/support/search_space.py", "benchmarks/support/searchers.py",
+    "benchmarks/support/tpe_tuning.py", "benchmarks/support/sim_grid.py", "benchmarks/support/launch_noise.py",
+    "benchmarks/support/intervals.py", "benchmarks/support/proposer_column.py",
+    "benchmarks/support/offline_proposer.py", "benchmarks/support/llm_servers.py")
 
 BUDGETS = [5, 10, 20, 40]
 SEARCHERS = (PLANNER, "planner", "planner-single+history", "planner-single", "tpe", TUNED, CONSTRAINED, "random")

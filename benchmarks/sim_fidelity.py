@@ -31,6 +31,15 @@ from hyperloom_assets.sim.cases import CASES_FILE, REPO, CalibrationSet, Case, l
 from hyperloom_assets.sim.perf_model import DEFAULT_CALIBRATION, SimCalibration  # noqa: E402
 from hyperloom_assets.sim.predict import fixed_batch_latency  # noqa: E402
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/sim/predict.py", "hyperloom_assets/sim/scheduler.py",
+             "hyperloom_assets/sim/perf_model.py", "hyperloom_assets/sim/physics.py",
+             "hyperloom_assets/sim/kv_cache.py", "hyperloom_assets/sim/build.py",
+             "hyperloom_assets/sim/engine_args.py", "hyperloom_assets/sim/telemetry.py",
+             "hyperloom_assets/sim/profiles/", "models/", "hyperloom_assets/sim/calibration.py",
+             "hyperloom_assets/sim/cases.py", "benchmarks/calibration/")
+
 UNCALIBRATED = "uncalibrated: the constants of hyperloom_assets/sim/perf_model.py"
 RATIO_TARGET = (0.8, 1.25)  # calibrated / measured, every case
 

@@ -18,6 +18,14 @@ from benchmarks.support.results import start_run, write_results  # noqa: E402
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.sim.predict import predict
 
+# The source paths whose code this benchmark measures: its result is stale once one changes
+# (benchmarks/support/staleness.py).
+EXERCISES = ("hyperloom_assets/sim/predict.py", "hyperloom_assets/sim/scheduler.py",
+             "hyperloom_assets/sim/perf_model.py", "hyperloom_assets/sim/physics.py",
+             "hyperloom_assets/sim/kv_cache.py", "hyperloom_assets/sim/build.py",
+             "hyperloom_assets/sim/engine_args.py", "hyperloom_assets/sim/telemetry.py",
+             "hyperloom_assets/sim/profiles/", "models/")
+
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "models" / "llama-3-8b"
 CASES = [

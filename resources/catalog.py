@@ -8,6 +8,7 @@ import dagster as dg
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
 from hyperloom_assets.core.config.targets import HostNames, Target, TargetError, load_target, load_targets, targets_dir
+from hyperloom_assets.core.secrets import has_redacted, restore_argv, restore_env, snapshot_text
 from hyperloom_assets.resources.store.results import ResultStore
 
 
@@ -38,11 +39,23 @@ class TargetCatalog(dg.ConfigurableResource):
             raise dg.Failure(description=f"bad target file: {exc}", metadata={"problems": [str(p) for p in exc.problems]}) from exc
 
     def run_target(self, name: str, run_id: str, store: ResultStore) -> Target:
-        """The target as the run's first step read it: its later steps see no edit made meanwhile."""
+        """The target as the run's first step read it: its later steps see no edit made meanwhile.
+
+        The stored snapshot holds no secret (core/secrets.py): each redacted value is read
+        from the file as it is now, so the server still gets the real one."""
         def read() -> str:
             self.target(name)  # a missing or bad file fails here, naming it, before it is kept
-            return (self.path() / f"{name}.yaml").read_text()
-        return self.target(name, store.run_target(run_id, name, read))
+            return snapshot_text((self.path() / f"{name}.yaml").read_text())
+        target = self.target(name, store.run_target(run_id, name, read))
+        if not has_redacted(target.env, target.server_args):
+            return target
+        live = self.target(name)
+        try:
+            return target.model_copy(update={"env": restore_env(target.env, live.env),
+                                              "server_args": restore_argv(target.server_args, live.server_args)})
+        except KeyError as exc:
+            raise dg.Failure(description=f"bad target file: {self.path() / f'{name}.yaml'}: {exc.args[0]} "
+                                         "(a run reads its secrets from the file, not from its snapshot)") from exc
 
     def all(self, check_paths: bool = False):
         return load_targets(self.path(), check_paths=check_paths, hosts=self.host_names())

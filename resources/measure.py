@@ -5,8 +5,10 @@ evidence check, warm-up and repeats (through the benchmark client), teardown (th
 host's context manager, on every path), and a row in the result store whatever
 happened. Assets call this; it acts only through the resources it is given.
 
-A measurement may be bounded (`overtime_s`, from readiness): past it the client's round
-is cancelled, the server torn down and MeasurementOvertime raised. Progress (the server
+Every measurement is bounded in all: by `overtime_s` (from readiness) where the caller
+gives one, and always by the client's own limit (its workload at a floor speed, at most
+`BenchmarkClient.max_measurement_s`: core/measurement/limits.py); past it the client's
+round is cancelled, the failure stored, the server torn down and MeasurementOvertime raised. Progress (the server
 starting and ready, each round's throughput, a heartbeat in long rounds, each rung of a
 sweep) goes to Dagster's logger, so it reaches the run log and `dagster job execute`'s
 stderr at INFO.
@@ -24,6 +26,7 @@ import dagster as dg
 
 from hyperloom_assets.core.decisions.trial_record import TrialMeasurement
 from hyperloom_assets.core.engines import engine_for
+from hyperloom_assets.core.measurement.capacity import rate_shortfall
 from hyperloom_assets.core.measurement.contract import WorkloadContract
 from hyperloom_assets.core.measurement.engine_time import to_engine_time
 from hyperloom_assets.core.measurement.measurement import Measurement
@@ -60,9 +63,10 @@ class MeasuredConfig(Strict):
 class MeasurementOvertime(RuntimeError):
     """Measuring ran past its limit: the round was cancelled and the server torn down."""
 
-    def __init__(self, measuring_s: float, limit_s: float, argv: list[str]):
+    def __init__(self, measuring_s: float, limit_s: float, argv: list[str], why: str = ""):
         self.measuring_s, self.limit_s, self.argv = measuring_s, limit_s, argv
-        super().__init__(f"overtime: measuring passed {limit_s:.1f} s; stopped after {measuring_s:.1f} s")
+        set_by = f" ({why})" if why else ""
+        super().__init__(f"overtime: measuring passed {limit_s:.1f} s{set_by}; stopped after {measuring_s:.1f} s")
 
 
 def engine_scale(spec: ServerSpec) -> float:
@@ -73,6 +77,16 @@ def engine_scale(spec: ServerSpec) -> float:
 def in_engine_time(spec: ServerSpec, measurement: Measurement) -> Measurement:
     """A sim's numbers in its simulated GPU's time; real engines' as measured."""
     return to_engine_time(measurement, engine_scale(spec))
+
+
+def counted_in_engine_time(spec: ServerSpec, workload):
+    """The workload with the server's time scale on its SLO, so the client counts goodput against
+    limits in the engine's time (metrics.meets_slo): scaling a sim's counted rate afterwards cannot
+    recount requests that met the limits only on the client's sped-up clock."""
+    scale = engine_scale(spec)
+    if workload.slo is None or scale == 1.0:
+        return workload
+    return workload.model_copy(update={"slo": workload.slo.model_copy(update={"time_scale": scale})})
 
 
 def round_logger(label: str, spec: ServerSpec) -> Callable[[RoundProgress], None]:
@@ -94,6 +108,7 @@ def _contract_rounds(host: Host, bench: BenchmarkClient, launch: LaunchRecord, s
                      workload, run_dir: Path, label: str, num_prompts: int | None,
                      overtime_s: float | None) -> Measurement:
     """The contract's warm-up and repeats on a ready server, in the engine's own time."""
+    workload = counted_in_engine_time(spec, workload)
     measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
                                repeats=contract.repeats, warmups=contract.warmups, num_prompts=num_prompts,
                                records_dir=run_dir, max_model_len=contract.max_model_len, timeout_s=overtime_s,
@@ -101,6 +116,10 @@ def _contract_rounds(host: Host, bench: BenchmarkClient, launch: LaunchRecord, s
     measurement = in_engine_time(spec, measurement)
     for text in measurement.latency.warnings() if measurement.latency else []:
         log.warning("%s: %s", label, text)
+    for index, behind in enumerate(rate_shortfall(r.arrivals) if r.arrivals else None for r in measurement.repeats):
+        if behind:  # timed from the send, as vLLM's, the wait for a slot is in no latency of this round
+            log.warning("%s: repeat %d: %s: the server did not keep up with the workload's request_rate",
+                        label, index + 1, behind)
     return measurement
 
 
@@ -150,9 +169,9 @@ def run_measurement(*, host: Host, bench: BenchmarkClient, store: ResultStore, t
         record_failure(str(exc), exc.argv)
         raise
     except BenchOvertime as exc:
-        log.warning("%s: stopped at the overtime limit (%.1f s of measuring); its server is torn down",
-                    label, exc.elapsed_s)
-        overtime = MeasurementOvertime(time.monotonic() - ready_at, exc.limit_s, launch.argv if launch else [])
+        log.warning("%s: stopped at its time limit (%.1f s of measuring; %s); its server is torn down",
+                    label, exc.elapsed_s, exc.why or "the caller's")
+        overtime = MeasurementOvertime(time.monotonic() - ready_at, exc.limit_s, launch.argv if launch else [], exc.why)
         record_failure(str(overtime))
         raise overtime from exc
     except INTERRUPTS:
@@ -174,16 +193,18 @@ def run_on_server(host: Host, spec: ServerSpec, run_dir: Path, work: Callable[[L
 
 def run_sweep(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec, contract: WorkloadContract,
               rungs: list[int], run_dir: Path, run_id: str | None = None,
-              context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
+              context_key: str | None = None, label: str = "sweep",
+              fingerprint: str | None = None) -> list[tuple[int, Measurement]]:
     """One launch, then every rung of a concurrency ladder on the hot server."""
     return run_on_server(host, spec, run_dir, lambda launch: sweep_rungs(
         host=host, bench=bench, store=store, target=target, spec=spec, contract=contract, rungs=rungs, launch=launch,
-        run_dir=run_dir, run_id=run_id, context_key=context_key, label=label))
+        run_dir=run_dir, run_id=run_id, context_key=context_key, label=label, fingerprint=fingerprint))
 
 
 def sweep_rungs(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec, contract: WorkloadContract,
                 rungs: list[int], launch: LaunchRecord, run_dir: Path, run_id: str | None = None,
-                context_key: str | None = None, label: str = "sweep") -> list[tuple[int, Measurement]]:
+                context_key: str | None = None, label: str = "sweep",
+                fingerprint: str | None = None) -> list[tuple[int, Measurement]]:
     """Every rung of a concurrency ladder on a server that is up: each its own warm-up and round."""
     results: list[tuple[int, Measurement]] = []
     for number, rung in enumerate(rungs, start=1):
@@ -195,7 +216,7 @@ def sweep_rungs(*, host: Host, bench: BenchmarkClient, store: ResultStore, targe
                                  launch=launch, workload=workload, num_prompts=num_prompts,
                                  records_dir=run_dir / f"c{rung}",
                                  label=f"{run_dir.name} rung {number} of {len(rungs)} (concurrency {rung})",
-                                 kind=label, run_id=run_id, context_key=context_key)
+                                 kind=label, run_id=run_id, context_key=context_key, fingerprint=fingerprint)
         results.append((rung, measurement))
     return results
 
@@ -203,23 +224,34 @@ def sweep_rungs(*, host: Host, bench: BenchmarkClient, store: ResultStore, targe
 def load_round(*, host: Host, bench: BenchmarkClient, store: ResultStore, target: str, spec: ServerSpec,
                contract: WorkloadContract, launch: LaunchRecord, workload, num_prompts: int | None,
                records_dir: Path, label: str, kind: str, run_id: str | None = None,
-               context_key: str | None = None) -> Measurement:
-    """One warm-up and one measured round at a load of its own on a server that is up, stored as `kind`.
+               context_key: str | None = None, fingerprint: str | None = None,
+               timeout_s: float | None = None) -> Measurement:
+    """One warm-up and one measured round at a load of its own on a server that is up, stored as `kind`
+    with the fingerprint of the config that server was launched with (planning/fingerprints.py);
+    within `timeout_s` where given (a capacity probe's), always within the client's own limit.
 
     Its prompts are its own (a dataset seed drawn from the label): the validation's rounds on
     this server already sent the contract's, and re-sending them would read the engine's
     prefix cache as speed.
     """
     started = datetime.now(timezone.utc)
-    workload = workload.model_copy(update={"seed": round_seed(workload.seed, label)})
+    workload = counted_in_engine_time(spec, workload.model_copy(update={"seed": round_seed(workload.seed, label)}))
     warmups = default_warmups(workload.concurrency, engine_for(spec.engine).compiles_on_first_use)
-    measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
-                               repeats=1, warmups=warmups, num_prompts=num_prompts, records_dir=records_dir,
-                               max_model_len=contract.max_model_len, progress=round_logger(label, spec),
-                               cpus=launch.cpus)
+    common = dict(target=target, kind=kind, argv=launch.argv, env=spec.env, started_at=started,
+                  evidence=launch.evidence, log_path=str(launch.log_path), context_key=context_key, run_id=run_id,
+                  fingerprint=fingerprint)
+    began = time.monotonic()
+    try:
+        measurement = host.measure(bench, launch.base_url, launch.served_model, workload, contract.vocab_size,
+                                   repeats=1, warmups=warmups, num_prompts=num_prompts, records_dir=records_dir,
+                                   max_model_len=contract.max_model_len, timeout_s=timeout_s,
+                                   progress=round_logger(label, spec), cpus=launch.cpus)
+    except BenchOvertime as exc:  # the limit: stored as a failure, the server left to its caller
+        overtime = MeasurementOvertime(time.monotonic() - began, exc.limit_s, launch.argv, exc.why)
+        log.warning("%s: stopped at its time limit (%s)", label, exc)
+        store.record_measurement(error=str(overtime), **common)
+        raise overtime from exc
     measurement = in_engine_time(spec, measurement)
-    store.record_measurement(target=target, kind=kind, argv=launch.argv, env=spec.env, started_at=started,
-                             measurement=measurement.model_dump(mode="json"), evidence=launch.evidence,
-                             log_path=str(launch.log_path), context_key=context_key, run_id=run_id)
+    store.record_measurement(measurement=measurement.model_dump(mode="json"), **common)
     log.info("%s: %.1f output tok/s", label, measurement.output_throughput)
     return measurement

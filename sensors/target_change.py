@@ -24,6 +24,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from hyperloom_assets.assets.observations import FRAMEWORK_TREE, SERVER_CONFIG
 from hyperloom_assets.core.config.identity import server_config_version
+from hyperloom_assets.core.config.names import SAFE_NAME_RULE, is_safe_name
 from hyperloom_assets.core.config.targets import parse_target, target_name
 from hyperloom_assets.core.hashing import text_hash
 from hyperloom_assets.core.releases.run import TRIGGER_TAG
@@ -95,6 +96,9 @@ def evaluate_targets(context: dg.SensorEvaluationContext, folder: Path, partitio
     requests: list[dg.RunRequest] = []
     for path in files:
         name = target_name(path)
+        if not is_safe_name(name):  # never a partition: reloading would not add it
+            reasons.append(f"target file {path} skipped: its name {name!r} is not a target name ({SAFE_NAME_RULE})")
+            continue
         if name not in partition_keys:
             reasons.append(f"target file {path} is not a partition yet: reload the code location to add {name!r}")
             continue

@@ -39,3 +39,24 @@ def commit_edit(tree: Path, name: str, old: str, new: str, message: str) -> None
 def operator_state(tree: Path) -> list[str]:
     """HEAD, branch and `git status`: what a run must leave exactly as it found."""
     return [git_out(tree, *args) for args in OPERATOR_STATE]
+
+
+def small_tree(folder: Path, files: dict[str, str]) -> Path:
+    """A git repository holding `files` (path -> text), committed: a tree in milliseconds, for git's own checks."""
+    folder.mkdir(parents=True)
+    git(folder, "init", "-q")
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    git(folder, "add", ".")
+    git(folder, "commit", "-qm", "base")
+    return folder
+
+
+def staged_diff(tree: Path, *commands: tuple[str, ...]) -> str:
+    """The diff git writes for what `commands` (git argument lists) stage, renames found; the tree is restored."""
+    for command in commands:
+        git(tree, *command)
+    text = git_out(tree, "diff", "--cached", "-M") + "\n"
+    git(tree, "reset", "-q", "--hard")
+    return text

@@ -3,7 +3,8 @@
 It runs no model: a completion streams `max_tokens` one-token chunks, each after an
 optional delay, in the exact SSE shape vLLM's `/v1/completions` writes, and reports
 honest usage. Flags inject the faults the client must catch (a short answer, missing
-usage, a context limit). Run: `python -m benchmarks.support.echo_server --port P`.
+usage, a context limit; `--misbehave KIND`: a chunk of the wrong shape, a line or an error
+body without end). Run: `python -m benchmarks.support.echo_server --port P`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,34 @@ def _usage_chunk(request_id: str, prompt: int, completion: int) -> bytes:
             "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                      "total_tokens": prompt + completion}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+# --misbehave KIND: what the client must end as a failed request of its class, not an exception
+# or a stream buffered without end.
+MISBEHAVIOURS = ("chunk-list", "chunk-number", "usage-list", "endless-line", "endless-error")
+ENDLESS_PIECE = b"a" * 16384
+ENDLESS_GAP_S = 0.002
+
+
+async def _misbehave(kind: str, request: web.Request, request_id: str) -> web.StreamResponse:
+    response = web.StreamResponse(status=500 if kind == "endless-error" else 200,
+                                  headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    try:
+        if kind in ("endless-line", "endless-error"):
+            await response.write(b'data: {"error": "' if kind == "endless-line" else b'{"message": "')
+            while True:  # until the client gives up and the write fails
+                await response.write(ENDLESS_PIECE)
+                await asyncio.sleep(ENDLESS_GAP_S)
+        elif kind == "usage-list":
+            await response.write(_chunk(request_id, "a", "length"))
+            await response.write(b'data: {"choices": [], "usage": [1]}\n\n')
+        else:
+            await response.write(b"data: []\n\n" if kind == "chunk-list" else b"data: 5\n\n")
+        await response.write(b"data: [DONE]\n\n")
+    except (ConnectionError, RuntimeError):  # the client hung up (aiohttp raises either)
+        pass
+    return response
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -57,6 +86,9 @@ class EchoServer:
         if args.max_model_len and len(prompt) + max_tokens > args.max_model_len:
             return _error(400, f"This model's maximum context length is {args.max_model_len} tokens.")
         produced = max(1, max_tokens - args.short_by)
+        if args.misbehave:
+            self.served += 1
+            return await _misbehave(args.misbehave, request, f"cmpl-{self.served}")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         request_id = f"cmpl-{self.served}"
@@ -126,6 +158,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--noise-pct", type=float, default=0.0, help="per-request speed noise (stdev, percent)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-usage", action="store_true", help="ignore stream_options.include_usage")
+    parser.add_argument("--misbehave", choices=MISBEHAVIOURS, default=None,
+                        help="answer every completion so: a chunk `[]`, a chunk `5`, a usage `[1]`, "
+                             "a stream line or an HTTP 500 body that never ends")
     return parser.parse_args(argv)
 
 

@@ -30,6 +30,7 @@ from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
 from hyperloom_assets.resources.store.results import ResultStore, StoreWriteError
+from hyperloom_assets.resources.store.schema import StoreSchemaError
 from hyperloom_assets.sim.launch_script import SCRIPT_ENV
 
 
@@ -272,3 +273,67 @@ def tiny_target_yaml(model: Path) -> str:
         # first look (no interval yet) asks for another and the trial has a middle to stop in.
         "workload": {"kind": "random", "isl": 64, "osl": 32, "concurrency": 16, "num_prompts": 32},
         "repeats": 1, "max_trials": 1})
+
+
+BAD_TARGET_FILES = {"latin1.yaml": "engine: sim\nmodel: caf\xe9\n".encode("latin-1"),
+                    "....yaml": b"engine: sim\n",
+                    "bomb.yaml": b"a: &a [x, x, x, x, x, x, x, x, x]\n" + b"".join(
+                        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n".encode()
+                        for p, c in zip("abcdefgh", "bcdefghi"))}
+
+
+def bad_target_files() -> dict:
+    """An undecodable file, an unsafe stem and an alias bomb beside a good target: the good one runs."""
+    with bench() as b:
+        write_target(b.targets, FAST + ["--max-num-seqs", "16"])
+        for name, data in BAD_TARGET_FILES.items():
+            (b.targets / name).write_bytes(data)
+        started = time.monotonic()
+        defs = build_defs(b.targets, host=b.host, store=b.store)
+        done = defs.resolve_job_def("baseline_job").execute_in_process(partition_key="sim", instance=b.instance,
+                                                                         raise_on_error=False)
+        problems = TargetCatalog(folder=str(b.targets)).all()[1]
+        named = {name for name in BAD_TARGET_FILES if any(name in str(p) for p in problems)}
+        kept = sum((b.targets / name).read_bytes() == data for name, data in BAD_TARGET_FILES.items())
+        longest = max((len(str(p)) for p in problems), default=0)
+        return row("bad target files beside a good one", "sim",
+                   f"{'baseline measured' if done.success else 'baseline failed'}; {len(named)} of "
+                   f"{len(BAD_TARGET_FILES)} bad files named as problems", leaked_servers(b.pid_dir()),
+                   lost=(len(BAD_TARGET_FILES) - kept) + (not done.success) + (len(named) < len(BAD_TARGET_FILES)),
+                   recover_s=time.monotonic() - started, detail=f"longest problem text {longest} characters")
+
+
+def unlaunchable_env() -> dict:
+    """A variant whose env no process can be launched with fails its own trial; the next trial runs."""
+    with bench() as b:
+        write_target(b.targets, FAST + ["--max-num-seqs", "4"], QUIET, max_trials=2)
+        baseline, roofline = baseline_and_roofline(b.targets, b.host, b.store, b.instance)
+        bad = variant("bad-env", "--max-num-seqs", "8").model_copy(update={"set_env": {"VLLM_X=Y": "1"}})
+        started = time.monotonic()
+        result = run_climb(climb_context("bad-env"), b.target(), b.host, BenchmarkClient(), b.store, baseline,
+                           roofline, [bad, variant("quiet-stats", "--disable-log-stats")])
+        first = result.climb.trials[0]
+        return row("unlaunchable env in a variant", "sim", f"{first.outcome} ({first.error_class})",
+                   leaked_servers(b.pid_dir()), max(0, b.climb_launch_gap("bad-env", result.climb.trials)),
+                   len(result.climb.trials) - len(b.store.trials(baseline.context_key)), time.monotonic() - started,
+                   f"next trial {result.climb.trials[1].outcome}" if len(result.climb.trials) > 1 else "no next trial")
+
+
+def foreign_database() -> dict:
+    """The store's URL names another application's SQLite file: refused by name, the file untouched."""
+    import sqlite3
+    with tempfile.TemporaryDirectory(prefix="hyperloom-faults-") as folder:
+        path = Path(folder) / "theirs.db"
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE measurements (id INTEGER PRIMARY KEY, reading REAL)")
+            db.executemany("INSERT INTO measurements (reading) VALUES (?)", [(1.5,), (2.5,)])
+        before = path.read_bytes()
+        started = time.monotonic()
+        try:
+            ResultStore(url=f"sqlite:///{path}").stops("sim")
+            outcome = "adopted"
+        except StoreSchemaError as error:
+            outcome = f"StoreSchemaError naming the file: {str(path) in str(error)}"
+        return row("a foreign database at the store's URL", "sqlite", outcome,
+                   lost=int(path.read_bytes() != before), recover_s=time.monotonic() - started,
+                   detail="its own measurements table, 2 rows; the file compared byte for byte")

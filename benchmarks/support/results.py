@@ -3,7 +3,9 @@
 docs/benchmarks.md is rendered from these files (benchmarks/render_page.py); a number is
 only checkable against its source when the file says what ran it and where: the commit
 and whether the tree matched it, the exact command line, the CPU, its cores and the load
-average at the start and the end of the run (these machines are shared and noisy).
+average at the start and the end of the run (these machines are shared and noisy), and
+the source paths the script declares it exercises (its `EXERCISES`), by which the page
+marks the result stale once they change (benchmarks/support/staleness.py).
 
 Every benchmark script parses its arguments with `start_run(parser)`, which refuses a
 dirty tree at once (before minutes of measurement) unless `--allow-dirty` is given, and
@@ -24,6 +26,8 @@ from typing import Any
 
 import psutil
 from pydantic import BaseModel, ConfigDict
+
+from benchmarks.support.staleness import for_result, read_declaration
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -46,6 +50,7 @@ class RunStart(BaseModel):
     command: list[str]
     started_at: str
     load_average_at_start: list[float]
+    exercises: dict[str, tuple[str, ...]] | None = None  # the script's EXERCISES by result name; None: none
 
 
 def _cpu_model() -> str:
@@ -99,16 +104,20 @@ def check_tree(root: Path, allow_dirty: bool) -> tuple[bool | None, list[str]]:
     return dirty, files or []
 
 
-def start_run(parser: argparse.ArgumentParser, argv: list[str] | None = None,
-              root: Path = ROOT) -> tuple[argparse.Namespace, RunStart]:
-    """Parse the benchmark's arguments (plus --allow-dirty), refuse a dirty tree, note the start."""
+def start_run(parser: argparse.ArgumentParser, argv: list[str] | None = None, root: Path = ROOT,
+              script: Path | None = None) -> tuple[argparse.Namespace, RunStart]:
+    """Parse the benchmark's arguments (plus --allow-dirty), refuse a dirty tree, note the start.
+
+    SCRIPT (default: the one running, sys.argv[0]) is read for its EXERCISES declaration.
+    """
     parser.add_argument("--allow-dirty", action="store_true",
                         help="run on a tree that differs from its commit; the results say dirty: true")
     args = parser.parse_args(argv)
     dirty, files = check_tree(root, args.allow_dirty)
     command = [sys.executable, *(sys.argv if argv is None else [sys.argv[0], *argv])]
     return args, RunStart(commit=git_commit(root), dirty=dirty, dirty_files=files, command=command,
-                          started_at=_now(), load_average_at_start=_load())
+                          started_at=_now(), load_average_at_start=_load(),
+                          exercises=read_declaration(script or Path(sys.argv[0]).resolve()))
 
 
 def machine(run: RunStart) -> dict[str, Any]:
@@ -124,12 +133,13 @@ def machine(run: RunStart) -> dict[str, Any]:
 
 def write_results(name: str, payload: dict[str, Any] | list[Any], run: RunStart,
                   results_dir: Path | None = None) -> Path:
-    """RESULTS_DIR/NAME.json: {"benchmark", "commit", "dirty", "command", "machine", "results"}."""
+    """RESULTS_DIR/NAME.json: {"benchmark", "commit", "dirty", "command", "exercises", "machine", "results"}."""
     folder = results_dir or RESULTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
+    exercises = for_result(run.exercises, name)
     record = {"benchmark": name, "commit": run.commit, "dirty": run.dirty, "command": run.command,
-              "machine": machine(run), "results": payload}
+              "exercises": None if exercises is None else list(exercises), "machine": machine(run), "results": payload}
     if run.dirty:
         record["dirty_files"] = run.dirty_files
     path.write_text(json.dumps(record, indent=1) + "\n")

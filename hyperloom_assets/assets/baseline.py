@@ -18,6 +18,7 @@ from hyperloom_assets.assets.checks import (
     baseline_converged,
     check_specs,
 )
+from hyperloom_assets.assets.metadata import argv_text, run_secrets
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.accuracy.agreement import PromptOutput
 from hyperloom_assets.core.config.identity import server_config_version
@@ -25,9 +26,15 @@ from hyperloom_assets.core.config.targets import Target, TargetSlo
 from hyperloom_assets.core.decisions import guards
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.contract import WorkloadContract
-from hyperloom_assets.core.measurement.percentile_bound import min_samples
+from hyperloom_assets.core.measurement.slo_power import (
+    AT_LIMIT,
+    TAIL_SIGMA,
+    prompts_for_power,
+    requests_for_power,
+)
+from hyperloom_assets.core.measurement.slo_statistic import label, min_samples
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
-from hyperloom_assets.core.measurement.slo_verdict import prompts_for_bound, slo_verdict
+from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.measurement.workloads import (
     TraceError,
     build_plan,
@@ -51,14 +58,14 @@ from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.host_side import server_env
 from hyperloom_assets.resources.hosts.run_folders import step_dir
 from hyperloom_assets.resources.hosts.space_check import space_problems
-from hyperloom_assets.resources.measure import run_measurement
+from hyperloom_assets.resources.measure import MeasuredConfig, MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.profiling import ServerProfile
 from hyperloom_assets.resources.releases.envs import EnvironmentUnavailable, ReleaseEnvironments
 from hyperloom_assets.resources.releases.identity import framework_identity
 from hyperloom_assets.resources.releases.ledger import ReleaseLedger
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.git import GitError
-from hyperloom_assets.resources.trees.workspace import open_run_tree
+from hyperloom_assets.resources.trees.workspace import TreeRefused, open_run_tree
 
 
 def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
@@ -84,15 +91,18 @@ def max_model_len(target: Target) -> int:
 
 
 def say_slo_prompts(log, target: Target, contract: WorkloadContract) -> None:
-    """Say in the run how many requests each launch gives the SLO's percentile bound, and why."""
+    """Say in the run how many requests each launch gives the SLO's verdict, and why (slo_power.py)."""
     q, asked = target.slo.percentile, target.workload.num_prompts
+    power = (f"{requests_for_power(q, power=target.slo.power)} read a config at {AT_LIMIT:.0%} of a limit as "
+             f"meeting it {target.slo.power:.0%} of the "
+             f"time (lognormal latency of log spread {TAIL_SIGMA:g})")
     if contract.num_prompts is None:
-        log.info("slo: an agentic round replays its whole trace; a launch with fewer than %d requests has no p%d bound",
-                 min_samples(q), q)
+        log.info("slo: an agentic round replays its whole trace; a launch with fewer than %d requests has no %s bound, "
+                 "and %s", min_samples(q), label(q), power)
     elif asked is None or contract.num_prompts > asked:
-        log.warning("slo: %d prompts per round (%d per launch over %d repeats): a p%d bound needs %d requests per "
-                    "launch", contract.num_prompts, contract.num_prompts * contract.repeats, contract.repeats, q,
-                    min_samples(q))
+        log.warning("slo: %d prompts per round (%d per launch over %d repeats): a %s bound needs %d requests per "
+                    "launch, and %s", contract.num_prompts, contract.num_prompts * contract.repeats, contract.repeats,
+                    label(q), min_samples(q), power)
 
 
 def check_search_space(target: Target, host: Host, release: ReleaseRun | None, file: str) -> None:
@@ -122,7 +132,7 @@ def workload_contract(target: Target) -> WorkloadContract:
     if target.slo is not None:
         workload = workload.model_copy(update={"slo": target.slo.goodput()})  # each round's goodput counts under it
         if num_prompts is not None:
-            num_prompts = max(num_prompts, prompts_for_bound(target.slo.percentile, target.repeats))
+            num_prompts = max(num_prompts, prompts_for_power(target.slo.percentile, target.repeats, target.slo.power))
     return WorkloadContract(workload=workload, vocab_size=shape.vocab, max_model_len=limit,
                             num_prompts=num_prompts, repeats=target.repeats,
                             warmups=default_warmups(workload.concurrency, engine_for(target.engine).compiles_on_first_use))
@@ -158,10 +168,11 @@ UNITS: dict[str, Unit] = {
 def baseline_metadata(result: BaselineResult, slo: TargetSlo | None = None) -> dict:
     m = result.measurement
     metadata = {key: rounded(float(getattr(m, key)), unit) for key, unit in UNITS.items()}
+    secrets = run_secrets(result.spec.env, result.launch.argv)
     metadata.update(
         completed=float(m.completed), repeats=len(m.repeats),
-        launch_evidence=dg.MetadataValue.json(result.launch.evidence or {"record": "unknown"}),
-        argv=dg.MetadataValue.text(result.launch.argv_text), env=dg.MetadataValue.json(result.spec.env),
+        launch_evidence=dg.MetadataValue.json(secrets.value(result.launch.evidence or {"record": "unknown"})),
+        argv=argv_text(result.launch.argv, secrets), env=dg.MetadataValue.json(secrets.env(result.spec.env)),
         converged=m.converged, client_saturated=m.client_saturated,
         server_log=dg.MetadataValue.path(str(result.launch.log_path)),
         ready_s=rounded(result.launch.ready_s, "s"), context_key=result.context_key,
@@ -250,6 +261,15 @@ class _AfterRounds:
             self.profile.capture(launch)
 
 
+def _baseline_measurement(**kwargs) -> MeasuredConfig:
+    """run_measurement; a baseline past its time limit (the client's own: resources/measure.py) is a
+    failed attempt like a server that never got ready, `timeout`, retried on a fresh server."""
+    try:
+        return run_measurement(**kwargs)
+    except MeasurementOvertime as exc:
+        raise ServerError("timeout", str(exc), argv=exc.argv) from exc
+
+
 def attempt_baseline(context, target: Target, spec: ServerSpec, contract: WorkloadContract, host: Host,
                      bench: BenchmarkClient,
                      store: ResultStore, attempt: str, key: str):
@@ -273,7 +293,7 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
         profile = ServerProfile(host, bench, spec, contract, folder) if profiling and not refused else None
         after_rounds = _AfterRounds(check, profile)
         try:
-            measured = run_measurement(host=host, bench=bench, store=store, target=name, kind="baseline",
+            measured = _baseline_measurement(host=host, bench=bench, store=store, target=name, kind="baseline",
                                        spec=profile.launch_spec() if profile else spec, contract=contract,
                                        run_dir=folder, run_id=run_id, context_key=key,
                                        check_launch=prefix_cache_guard(target), after_rounds=after_rounds)
@@ -283,15 +303,16 @@ def attempt_baseline(context, target: Target, spec: ServerSpec, contract: Worklo
                 refused = f"the server refused the profiler's flags: {complaint}"
                 context.log.warning("baseline: %s; measuring it again without the profiler", refused)
                 continue
+            said = run_secrets(spec.env, spec.server_args).text(str(exc))  # a log tail may quote a secret
             # A busy or unreachable host says nothing about the config, so it is not an attempt of it.
             if exc.error_class not in ("preflight", "environment_unavailable"):
                 failures += 1
                 store.record_baseline_attempt(target=name, fingerprint=attempt, outcome=exc.error_class,
-                                              detail=str(exc), run_id=run_id)
+                                              detail=said, run_id=run_id)
             stop = guards.after_failure(exc.error_class, failures)
             if stop is None:
                 context.log.warning("baseline attempt %d of %d failed (%s); retrying on a fresh server: %s", failures,
-                                    guards.MAX_CONSECUTIVE_BASELINE_FAILURES, exc.error_class, str(exc).splitlines()[0])
+                                    guards.MAX_CONSECUTIVE_BASELINE_FAILURES, exc.error_class, said.splitlines()[0])
                 continue
             raise BaselineStop(stop, exc, failures) from exc
         store.record_baseline_attempt(target=name, fingerprint=attempt, outcome="ok", run_id=run_id)
@@ -309,9 +330,11 @@ def prepare_run_tree(target: Target, name: str, host: Host, spec: ServerSpec) ->
         return None
     try:
         run_tree = open_run_tree(target.framework_tree, host.state_path(), name)
-        check_tree_imports(engine_for(target.engine), run_tree.worktree, host.python_executable(spec), server_env(spec.env, spec.unset_env))
+        check_tree_imports(engine_for(target.engine), run_tree.worktree, host.python_executable(spec), server_env(spec.engine, spec.env, spec.unset_env))
     except GitError as exc:
         raise baseline_failure("baseline_failed", f"framework_tree {target.framework_tree}: {exc.stderr}") from exc
+    except TreeRefused as exc:
+        raise baseline_failure("baseline_failed", str(exc)) from exc
     except ServerError as exc:
         raise baseline_failure("baseline_failed", str(exc), error_class=exc.error_class) from exc
     return run_tree
@@ -339,10 +362,11 @@ def measure_baseline(context, target: Target, contract: WorkloadContract, host: 
             measured, profile, gate_answers = attempt_baseline(context, target, spec, contract, host, bench, store,
                                                                attempt, key)
     except BaselineStop as stop:
+        said = run_secrets(spec.env, spec.server_args).text(str(stop.error))
         if release is not None:
-            ReleaseLedger(store).record(name, release.package, release.version, "failed", str(stop.error), run_id=run_id)
+            ReleaseLedger(store).record(name, release.package, release.version, "failed", said, run_id=run_id)
         attempts = f"after {stop.failures} consecutive failed attempt(s): " if stop.failures > 1 else ""
-        raise baseline_failure(stop.stop_reason, attempts + str(stop.error), error_class=stop.error.error_class,
+        raise baseline_failure(stop.stop_reason, attempts + said, error_class=stop.error.error_class,
                                consecutive_failures=stop.failures) from stop.error
     return BaselineResult(target=name, spec=spec, measurement=measured.measurement, launch=measured.launch,
                           contract=contract, measurement_id=measured.measurement_id, measuring_s=measured.measuring_s,

@@ -24,7 +24,7 @@ from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
-from hyperloom_assets.resources.measure import MeasuredConfig, run_measurement
+from hyperloom_assets.resources.measure import MeasuredConfig, MeasurementOvertime, run_measurement
 from hyperloom_assets.resources.store.results import ResultStore
 
 STEP = "baseline-beside"
@@ -48,9 +48,9 @@ def launched_beside(context, host: Host | None, bench: BenchmarkClient, store: R
         yield
         try:
             fresh = launch.result().as_trial_launch(spec.env)
-        except ServerError as exc:
+        except (ServerError, MeasurementOvertime) as exc:
             context.log.warning("the baseline's launch beside it failed (%s: %s); the climb launches it again",
-                                exc.error_class, str(exc).splitlines()[0][:300])
+                                getattr(exc, "error_class", "overtime"), str(exc).splitlines()[0][:300])
             return
     look = Look(trial=relaunch_key(BASELINE), index=1, role="best", measurement=fresh, against=BASELINE)
     store.record_look(context_key=key, fingerprint=look.trial, look=look.index, record=look.model_dump(mode="json"),

@@ -9,7 +9,7 @@ shown the recipes as evidence; the rule planner's come last.
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.metadata import run_secrets, table_value
 from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
 from hyperloom_assets.assets.recipes import class_recipes, target_class
 from hyperloom_assets.core.planning.recipes import offered_recipes
@@ -50,6 +50,6 @@ def build_candidates_asset(partitions: dg.PartitionsDefinition):
             "count": len(variants), "in_ledger": sum(variant_fingerprint(v) in recorded for v in variants),
             "proposer": settings.label if settings.asks_a_model else "rules",
             "recipe_class": klass.text(), "recipes": len(offered),
-            "plan": table_value(plan_table(variants, recorded))})
+            "plan": table_value(plan_table(variants, recorded), run_secrets(target.env, target.server_args))})
 
     return candidates

@@ -12,6 +12,7 @@ from dagster import AssetExecutionContext
 from hyperloom_assets.assets.metadata import plots_value, table_value
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.targets import Target
+from hyperloom_assets.core.planning.fingerprints import BASELINE_FINGERPRINT, config_fingerprint
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.report.plots import plot_sweep
 from hyperloom_assets.core.report.tables import sweep_rows, sweep_table
@@ -39,15 +40,17 @@ def launch_sweep(context, target: Target, host: Host, bench: BenchmarkClient, st
     """One launch per configuration, each climbing the ladder."""
     name, run_tree = context.partition_key, baseline.run_tree
     base_commit = run_tree.base_commit if run_tree else None
-    configs = [("baseline", baseline.spec, base_commit)]
+    configs = [("baseline", baseline.spec, base_commit, BASELINE_FINGERPRINT)]
     if stack.keepers:
-        configs.append(("stack", stack_spec(target, stack.keepers, baseline.spec), stack.tree_commit or base_commit))
+        configs.append(("stack", stack_spec(target, stack.keepers, baseline.spec), stack.tree_commit or base_commit,
+                        config_fingerprint(stack.keepers)))
     rows: list[dict] = []
-    for label, spec, commit in configs:
+    for label, spec, commit, fingerprint in configs:
         spec = spec.model_copy(update={"framework_tree": served_at(run_tree, commit)})
         folder = step_dir(host, name, context.run.run_id, f"sweep-{label}")
         results = run_sweep(host=host, bench=bench, store=store, target=name, spec=spec, contract=baseline.contract,
-                            rungs=ladder, run_dir=folder, run_id=context.run.run_id, context_key=baseline.context_key)
+                            rungs=ladder, run_dir=folder, run_id=context.run.run_id, context_key=baseline.context_key,
+                            fingerprint=fingerprint)
         rows += sweep_rows(label, results)
     if not stack.keepers:  # the stack is the baseline: same server, same numbers
         rows += [{**row, "config": "stack"} for row in rows]

@@ -19,7 +19,7 @@ from hyperloom_assets.assets.checks import (
     report_matches_store,
     roofline_unavailable,
 )
-from hyperloom_assets.assets.metadata import table_value, with_embedded_plots
+from hyperloom_assets.assets.metadata import run_secrets, table_value, with_embedded_plots
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.stats import repeats_of
@@ -31,11 +31,12 @@ from hyperloom_assets.core.report.markdown import (
     measurement_warnings,
     render_markdown,
     run_measurement_warnings,
+    slo_caveat,
     slo_text,
 )
 from hyperloom_assets.core.measurement.objective import mean_goodput
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
-from hyperloom_assets.core.report.pareto import config_names, frontier
+from hyperloom_assets.core.report.pareto import run_frontier
 from hyperloom_assets.core.report.plots import Step, keeper_steps, plot_gains_waterfall, plot_pareto, plot_roofline_position
 from hyperloom_assets.core.report.tables import pareto_table
 from hyperloom_assets.core.report.precision import rounded
@@ -51,6 +52,7 @@ from hyperloom_assets.core.results import (
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.position import positions, report_rows
 from hyperloom_assets.core.roofline.roofline import achieved
+from hyperloom_assets.core.secrets import Redactor
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.host import Host
@@ -76,6 +78,7 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
                                concurrency_sweep, folder, store.measurements(name), context.run.run_id,
                                accepted_patches, profile)
         inputs = inputs.model_copy(update={"launches": launches_in(host, name, context.run.run_id)})
+        inputs = ReportInputs.model_validate(report_secrets(target, baseline).value(inputs.model_dump()))
         launches = sum(inputs.launches.values())
         context.instance.add_run_tags(context.run.run_id, {"hyperloom/launches": str(launches)})
         markdown = render_markdown(inputs)
@@ -105,6 +108,12 @@ def build_report_asset(partitions: dg.PartitionsDefinition):
         yield from report_checks(store, target, baseline, roofline, trials, path.resolve())
 
     return final_report
+
+
+def report_secrets(target: Target, baseline: BaselineResult) -> Redactor:
+    """What report.md, report.json and the UI's copy must not show: the target's secrets, the
+    baseline launch's and this process's environment's; the Reproduce block names a variable instead."""
+    return run_secrets(target.env, target.server_args).joined(run_secrets(baseline.spec.env, baseline.launch.argv))
 
 
 def run_rows(stored: list[dict], baseline: BaselineResult, trials: TrialsResult) -> list[dict]:
@@ -148,9 +157,8 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
     waterfall = plot_gains_waterfall(baseline.measurement, keeper_steps(trials.climb.trials), validated,
                                      folder / "gains_waterfall.png", target.objective)
     position = plot_roofline_position(roofline.roofline, roofline.achieved, after, folder / "roofline_position.png")
-    hardware = getattr(roofline, "hardware", None)
-    pareto = frontier(run_rows(stored, baseline, trials), baseline.launch.argv, config_names(trials.climb.trials),
-                      hardware.devices if hardware else 1, target.slo)
+    pareto = run_frontier(run_rows(stored, baseline, trials), target.engine, target.server_args, stack.keepers,
+                          trials.climb.trials, target.slo)
     pareto_plot = plot_pareto(pareto, folder / "pareto_frontier.png")
     warnings = measurement_warnings("baseline", baseline.measurement) + list(roofline.warnings)
     warnings += [f"stack flag conflict: {c}" for c in stack.conflicts]
@@ -167,6 +175,7 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
     predictor = engine_for(baseline.spec.engine).predictor_of(baseline.spec.server_args)
     if predictor is not None:
         environment["predicted by"] = predictor
+    base_slo = slo_verdict(target.slo, [baseline.measurement.latency]) if target.slo else None
     return ReportInputs(
         target=baseline.target, baseline=baseline.measurement, baseline_argv=baseline.launch.argv,
         baseline_env=baseline.spec.env, baseline_run_id=baseline.run_id, launch_evidence=baseline.launch.evidence,
@@ -179,7 +188,7 @@ def report_inputs(target: Target, host: Host, baseline: BaselineResult, roofline
         pareto=pareto, pareto_plot=pareto_plot.name,
         environment=environment, warnings=warnings,
         release_check=stack.release_check, source_tree=source_tree(baseline, accepted), profile=profile,
-        slo=" ".join([slo_text(target.slo, slo_verdict(target.slo, [baseline.measurement.latency]), stack.slo),
+        slo=" ".join([slo_text(target.slo, base_slo, stack.slo), slo_caveat(base_slo, stack.slo),
                       *([capacity_text(stack.capacity_at_slo)] if stack.capacity_at_slo else [])])
         if target.slo else None,
         objective=target.objective, baseline_goodput=mean_goodput(baseline.measurement), final_goodput=stack.final_goodput,

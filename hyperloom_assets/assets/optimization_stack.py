@@ -9,7 +9,6 @@ needs no launch of its own in the run that validated. The same keepers already v
 in the same context are replayed from the store, as trials are, with no launch at all.
 """
 
-import shlex
 import statistics
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from dagster import AssetExecutionContext
 
 from hyperloom_assets.assets.capacity import capacity_after_rounds, capacity_result, measure_capacity
 from hyperloom_assets.assets.checks import STACK_CHECKS, check_specs, validated_gain_interval_excludes_zero
+from hyperloom_assets.assets.metadata import argv_text, run_secrets
 from hyperloom_assets.assets.recipes import file_keepers
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.config.targets import Objective, Target
@@ -30,6 +30,7 @@ from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.measurement.stats import Launches, repeats_of
 from hyperloom_assets.core.models import Strict
+from hyperloom_assets.core.planning.fingerprints import BASELINE_FINGERPRINT, config_fingerprint
 from hyperloom_assets.core.planning.stack import composition, final_command, stack_spec
 from hyperloom_assets.core.planning.validation_plan import ValidationLaunch, validation_waves
 from hyperloom_assets.core.planning.variants import Variant
@@ -42,7 +43,8 @@ from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.host import Host
 from hyperloom_assets.resources.hosts.run_folders import step_dir
-from hyperloom_assets.resources.measure import MeasuredConfig, run_measurement, run_on_server, sweep_rungs
+from hyperloom_assets.resources.measure import (MeasuredConfig, MeasurementOvertime, run_measurement, run_on_server,
+                                                sweep_rungs)
 from hyperloom_assets.resources.store.results import ResultStore
 from hyperloom_assets.resources.trees.holds import TreeHolds
 from hyperloom_assets.resources.trees.workspace import served_at
@@ -64,15 +66,15 @@ class Validation(Strict):
 
 def sweep_after_rounds(context, host: Host, bench: BenchmarkClient, store: ResultStore,
                        baseline: BaselineResult, spec, folder, config: str,
-                       ladder: list[int], rows: list[dict], failed: list[str]):
+                       ladder: list[int], rows: list[dict], failed: list[str], fingerprint: str | None = None):
     """The sweep on a validation server after its rounds; a failed rung leaves the sweep to its own asset."""
     def sweep(launch) -> None:
         try:
             results = sweep_rungs(host=host, bench=bench, store=store, target=context.partition_key, spec=spec,
                                   contract=baseline.contract, rungs=ladder, launch=launch,
                                   run_dir=folder / f"sweep-{config}", run_id=context.run.run_id,
-                                  context_key=baseline.context_key)
-        except (ServerError, BenchInputError) as exc:
+                                  context_key=baseline.context_key, fingerprint=fingerprint)
+        except (ServerError, BenchInputError, MeasurementOvertime) as exc:
             context.log.warning("sweep on the validation's %s server failed, concurrency_sweep will launch its own: %s",
                                 config, str(exc).splitlines()[0])
             failed.append(config)
@@ -96,6 +98,8 @@ def validate_stack(context, target: Target, slots: list[Host], bench: BenchmarkC
     base_commit = run_tree.base_commit if run_tree else None
     commits = {"base": base_commit, "stack": tree_commit or base_commit}
     specs = {"base": baseline.spec, "stack": stack_spec(target, keepers, baseline.spec)}
+    # Every row a side's server measures names its config, so the report labels it by what it ran.
+    fingerprints = {"base": BASELINE_FINGERPRINT, "stack": config_fingerprint(keepers)}
     done = Validation()
     rows: dict[str, list[dict]] = {"baseline": [], "stack": []}
     failed: list[str] = []  # the configs whose sweep failed: then none of the rows stand
@@ -111,13 +115,14 @@ def validate_stack(context, target: Target, slots: list[Host], bench: BenchmarkC
             after: list = []  # what the last pair's servers do once their rounds are over
             if sweep_ladder and planned.pair == VALIDATION_PAIRS:
                 after.append(sweep_after_rounds(context, host, bench, store, baseline, spec, folder, config,
-                                                sweep_ladder, rows[config], failed))
+                                                sweep_ladder, rows[config], failed, fingerprints[planned.side]))
             if find_capacity and planned.pair == VALIDATION_PAIRS:  # after the sweep, on the same server
                 after.append(capacity_after_rounds(context, target, host, bench, store, baseline, spec, folder,
-                                                   config, done.capacity))
+                                                   config, done.capacity, fingerprints[planned.side]))
             return run_measurement(host=host, bench=bench, store=store, target=context.partition_key,
                                    kind="validation", spec=spec, contract=baseline.contract, run_dir=folder,
                                    run_id=context.run.run_id, context_key=baseline.context_key,
+                                   fingerprint=fingerprints[planned.side],
                                    after_rounds=_in_turn(after) if after else None)
 
     waves = validation_waves(VALIDATION_PAIRS, len(slots), together=commits["base"] == commits["stack"])
@@ -174,7 +179,7 @@ def baseline_capacity(context, target: Target, host: Host, bench: BenchmarkClien
     spec = baseline.spec.model_copy(update={"framework_tree": served_at(run_tree, run_tree.base_commit if run_tree
                                                                         else None)})
     found = run_on_server(host, spec, folder, lambda launch: measure_capacity(
-        context, target, host, bench, store, baseline, spec, launch, folder, "baseline"))
+        context, target, host, bench, store, baseline, spec, launch, folder, "baseline", BASELINE_FINGERPRINT))
     return {"baseline": found, "stack": found}
 
 
@@ -309,13 +314,14 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
         filed = file_keepers(store, trials, result, context.partition_key, context.run.run_id)
         if filed:
             context.log.info("recipe memory: %d keeper(s) filed for %s", len(filed), filed[0].klass.text())
+        secrets = run_secrets(result.final_env, result.launch_argv)
         yield dg.Output(result, metadata={
             "final_output_throughput": rounded(result.final_output_throughput, "tok/s"),
             "validated_gain_pct": rounded(result.validated_gain_pct, "%"),
             "validated_gain_ci_low": rounded(result.validated_gain_ci_low, "%"),
             "validated_gain_ci_high": rounded(result.validated_gain_ci_high, "%"), "validated": result.validated,
-            "final_argv": dg.MetadataValue.text(shlex.join(result.final_argv)),
-            "final_env": dg.MetadataValue.json(result.final_env), "stop_reason": result.stop_reason,
+            "final_argv": argv_text(result.final_argv, secrets),
+            "final_env": dg.MetadataValue.json(secrets.env(result.final_env)), "stop_reason": result.stop_reason,
             "conflicts": dg.MetadataValue.json(result.conflicts),
             "tree_commit": dg.MetadataValue.text(result.tree_commit or "none (no framework_tree)"),
             "patches": dg.MetadataValue.json(result.patches),
@@ -323,9 +329,8 @@ def build_stack_asset(partitions: dg.PartitionsDefinition):
             "recipes_filed": len(filed), "objective": result.objective,
             **({"final_goodput": rounded(result.final_goodput, "req/s")} if result.final_goodput is not None else {}),
             **({"slo": dg.MetadataValue.json(result.slo.model_dump(mode="json"))} if result.slo else {}),
-            **({"capacity_at_slo": dg.MetadataValue.json(result.capacity_at_slo.model_dump(
-                mode="json", include={"baseline", "stack", "unit", "at_ceiling", "baseline_broke_at",
-                                      "stack_broke_at"}))} if result.capacity_at_slo else {}),
+            **({"capacity_at_slo": dg.MetadataValue.json(result.capacity_at_slo.model_dump(mode="json"))}
+               if result.capacity_at_slo else {}),
         })
         yield validated_gain_interval_excludes_zero(result)
 

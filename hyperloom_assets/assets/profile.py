@@ -9,12 +9,10 @@ of attention, GEMM, sampling and overhead. The tables and the trace file are kep
 them. A profile that cannot be taken is a warning: the asset still materializes, saying why.
 """
 
-import shlex
-
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.metadata import argv_text, run_secrets, table_value
 from hyperloom_assets.assets.stops import recorded_stops
 from hyperloom_assets.core.report.precision import rounded
 from hyperloom_assets.core.report.tables import profile_ops_table, profile_shares_table
@@ -38,7 +36,7 @@ def profile_metadata(result: ProfileResult) -> dict:
     metadata.update(
         time_base=s.time_base, window_ms=rounded(s.window_ms, "ms"), ops=s.events,
         top_ops=table_value(profile_ops_table(s)), shares=table_value(profile_shares_table(s)),
-        trace=dg.MetadataValue.path(result.trace_path), argv=dg.MetadataValue.text(shlex.join(result.argv)))
+        trace=dg.MetadataValue.path(result.trace_path), argv=argv_text(result.argv, run_secrets(argv=result.argv)))
     if result.profiled_tok_s is not None:
         metadata["profiled_output_throughput"] = rounded(result.profiled_tok_s, "tok/s")
     return metadata

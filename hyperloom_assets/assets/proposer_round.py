@@ -28,10 +28,13 @@ from hyperloom_assets.core.patches.patch import PatchError, SourcePatch
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.patch_plan import llm_patch
 from hyperloom_assets.core.planning.recipes import Recipe, evidence_rows
+from hyperloom_assets.core.patches.git_paths import GitPaths
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
 from hyperloom_assets.core.planning.variants import LlmOrigin, Variant
 from hyperloom_assets.assets.critic import Critic
+from hyperloom_assets.assets.metadata import run_secrets
 from hyperloom_assets.core.proposer.critic_rules import CriticChange, Review
+from hyperloom_assets.core.proposer.allowlist import parser_long_flags, target_allowlist
 from hyperloom_assets.core.proposer.evidence import flag_rows, proposer_payload
 from hyperloom_assets.core.proposer.guard import GuardInputs, argv_shape_error, guard
 from hyperloom_assets.core.proposer.prompts import PROPOSER_PROMPT, load_prompt, render
@@ -78,13 +81,17 @@ class RoundInputs:
     @classmethod
     def for_asset(cls, context, target, host, providers, store, baseline, roofline, settings: ProposerSettings,
                   profile: dict | None = None, recipes: list[Recipe] | None = None) -> RoundInputs:
-        """A round of an asset: its run log, observations of `candidates`, the result store's LlmCallLog."""
+        """A round of an asset: its run log, observations of `candidates`, the result store's LlmCallLog;
+        what goes to the last two without the target's secrets (the prompts held none already)."""
+        secrets = run_secrets(target.env, target.server_args)
+
         def observe(key: str, value: Any) -> None:
             context.log_event(dg.AssetObservation(asset_key="candidates", partition=context.partition_key,
-                                                  metadata={key: dg.MetadataValue.json(value)}))
+                                                  metadata={key: dg.MetadataValue.json(secrets.value(value, exact=True))}))
 
         def record(round_record: ProposerRound) -> None:
-            LlmCallLog(store).record_round(context.partition_key, context.run.run_id, round_record)
+            kept = ProposerRound.model_validate(secrets.value(round_record.model_dump(mode="json"), exact=True))
+            LlmCallLog(store).record_round(context.partition_key, context.run.run_id, kept)
 
         return cls(target, host, providers, baseline, roofline, settings, profile, recipes, log=context.log,
                    observe=observe, record=record)
@@ -126,17 +133,23 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
     probe = checks["probe"]
     parser_errors = probe.get("errors") or [probe.get("parser_error") or "no parser"] * len(changes)
     prefix = f"{spec.source_import_root}/{spec.package}".removeprefix("./")
+    target = inputs.target
+    allowed = target_allowlist(target.engine, target.server_args, target.search_space).with_parser(
+        parser_long_flags(probe))
     variants, fates, patch_index = [], [], 0
     for change, parser_error in zip(changes, parser_errors):
-        patch, patch_error = None, None
+        patch, patch_error, git_paths = None, None, None
         if change.patch:
             patch, not_a_patch = _source_patch(spec, change)
-            patch_error, patch_index = checks["patch_errors"][patch_index] or not_a_patch, patch_index + 1
+            patch_error = checks["patch_errors"][patch_index] or not_a_patch
+            git_paths = _git_paths(checks, patch_index)
+            patch_index += 1
         shape = argv_shape_error(change.server_args)
         verdict = guard(change, spec, harness_flags_for(spec.name),
                         GuardInputs(parser_error=shape or parser_error or probe.get("parser_error"),
-                                    patch_apply_error=patch_error, package_prefix=prefix,
-                                    env_prefixes=speaking(spec.name, inputs.target.server_args).env_prefixes))
+                                    patch_apply_error=patch_error, package_prefix=prefix, patch_paths=git_paths,
+                                    env_prefixes=speaking(spec.name, inputs.target.server_args).env_prefixes,
+                                    allowed=allowed))
         fate = ProposalFate(round=round_no, proposal=verdict.proposal, outcome="refused", rule=verdict.rule,
                             refusals=verdict.refusals, claims_discarded=verdict.claims_discarded)
         if verdict.passed:
@@ -147,6 +160,13 @@ def _judge(inputs: RoundInputs, round_no: int, changes: list[ProposedChange], ch
             fate = _after_critic(inputs, fate, verdict.proposal, review, round_no, variants, patch)
         fates.append(fate)
     return variants, fates
+
+
+def _git_paths(checks: dict, index: int) -> GitPaths | None:
+    """git's account of a patch's paths from the host's checks (None: git could not read it, or a host
+    that does not send one: the guard's strict text reader decides)."""
+    found = (checks.get("patch_paths") or [])[index:index + 1]
+    return GitPaths.model_validate(found[0]) if found and found[0] is not None else None
 
 
 def _source_patch(spec, change: ProposedChange) -> tuple[SourcePatch | None, str | None]:
@@ -187,6 +207,9 @@ def propose(inputs: RoundInputs, round_no: int, trials: list, keepers: list[Vari
     evidence = proposer_payload(inputs.target, inputs.baseline, inputs.roofline, trials, flags,
                                 inputs.profile, first.get("sources", {}), [k.name for k in keepers],
                                 s.max_proposals, evidence_rows(inputs.recipes))
+    # What the guard lets through, so the model spends its proposals on knobs that can be tried.
+    target = inputs.target
+    evidence["allowed_knobs"] = target_allowlist(target.engine, target.server_args, target.search_space).shown()
     call, reply = _ask(inputs, round_no, evidence)
     record = ProposerRound(round=round_no, provenance=s.label, calls=[call])
     variants: list[Variant] = []

@@ -19,6 +19,7 @@ from hyperloom_assets.core.planning.recipes import (
     recipe_of,
     stack_recipe,
 )
+from hyperloom_assets.core.proposer.allowlist import target_allowlist
 from hyperloom_assets.core.results import BaselineResult, RooflineResult, StackResult, TrialsResult
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.resources.store.recipes import RecipeBook
@@ -35,9 +36,10 @@ def class_recipes(store, klass: RecipeClass, target: Target, log=None) -> list[R
         return []
     spec = engine_for(target.engine)
     harness, prefixes = harness_flags_for(spec.name), speaking(spec.name, target.server_args).env_prefixes
+    allowed = target_allowlist(target.engine, target.server_args, target.search_space)
     passed = []
     for recipe in RecipeBook(store).offered(klass.key):
-        refusal = guard_refusal(recipe, spec, harness, prefixes)
+        refusal = guard_refusal(recipe, spec, harness, prefixes, allowed)
         if refusal is None:
             passed.append(recipe)
         elif log is not None:

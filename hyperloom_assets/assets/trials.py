@@ -15,7 +15,7 @@ from dagster import AssetExecutionContext
 from pydantic import ValidationError
 
 from hyperloom_assets.assets.critic import PATCH_REVIEW_ROUND, Critic, variant_change
-from hyperloom_assets.assets.metadata import table_value
+from hyperloom_assets.assets.metadata import run_secrets, table_value
 from hyperloom_assets.assets.proposer_round import RoundInputs, propose, settings_for
 from hyperloom_assets.assets.recipes import class_recipes, mark_if_missed, target_class
 from hyperloom_assets.assets.stops import record_stop, recorded_stops
@@ -36,6 +36,7 @@ from hyperloom_assets.core.decisions.rule import overtime_limit_s
 from hyperloom_assets.core.engines.registry import engine_for, speaking
 from hyperloom_assets.core.measurement.objective import repeat_values
 from hyperloom_assets.core.measurement.serving import ServerError
+from hyperloom_assets.core.patches.patch import package_prefix
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.plan_evidence import plan_for_target, slo_skip
 from hyperloom_assets.core.planning.recipes import RecipeClass, offered_recipes
@@ -83,7 +84,7 @@ def build_trials_asset(partitions: dg.PartitionsDefinition):
             "slots": len(slots),
             "launch_noise_history_dof": result.launch_noise_dof,
             "best_gain_pct": rounded(result.climb.best_gain_pct(), "%"),
-            "trials": table_value(trials_table(result.climb.trials)),
+            "trials": table_value(trials_table(result.climb.trials), run_secrets(target.env, target.server_args)),
         })
 
     return trials
@@ -158,10 +159,14 @@ class PatchCritic:
         self.context, self.store, self.critic = context, store, critic
         self.target, self.baseline, self.roofline, self.profile = target, baseline, roofline, profile
 
-    def review(self, history: list[TrialRecord], keepers: list[Variant], variant: Variant) -> Review:
+    def review(self, history: list[TrialRecord], keepers: list[Variant], variant: Variant,
+               patched: tuple[tuple[str, str, str], ...] = ()) -> Review:
+        """`patched`: (path, before, after) of the Python files the patch changes, from the tree (the rules
+        critic reads a file whole where a hunk alone cannot be read)."""
         evidence = proposer_payload(self.target, self.baseline, self.roofline, history, [], self.profile, {},
                                     [k.name for k in keepers], 0)
-        review, call = self.critic.review(variant_change(variant), evidence, PATCH_REVIEW_ROUND)
+        change = variant_change(variant).model_copy(update={"patched": patched})
+        review, call = self.critic.review(change, evidence, PATCH_REVIEW_ROUND)
         if call is not None:
             LlmCallLog(self.store).record_call(self.context.partition_key, self.context.run.run_id, call)
         self.context.log.info("critic on %s: %s", variant.name, review.text())
@@ -189,7 +194,7 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
         asked[0] += 1
         return recipes + propose(rounds, asked[0], trials=history, keepers=keepers, tried=tried) + rules
 
-    trees = TrialTrees(baseline.run_tree)
+    trees = TrialTrees(baseline.run_tree, str(package_prefix(engine_for(target.engine))))
     launch_spec = trees.spec_maker(target, baseline.spec)
 
     def settle(record: TrialRecord) -> None:
@@ -205,7 +210,9 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
                       launch_spec, context.log, baseline_answers=baseline.gate_answers)
     noise_key, prior = _launch_noise_prior(context, store, target, baseline)
     checks = Checks(admit=trees.admit, gate=gate.judge_variant,
-                    review=(lambda keepers, variant: critic.review(history, keepers, variant)) if critic else None,
+                    review=(lambda keepers, variant: critic.review(history, keepers, variant,
+                                                                   trees.patched_files(keepers, variant)))
+                    if critic else None,
                     slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
                     skip=slo_skip(target, roofline.roofline))
     result = climb_parallel(repeat_values(baseline.measurement, target.objective), baseline.measuring_s, budget, plan,
@@ -257,19 +264,22 @@ def _measurer(context, target: Target, host: Host, bench: BenchmarkClient, store
 
 
 def _observe_trial(context, record: TrialRecord) -> None:
-    """A finished trial in the run log and as an observation of `trials`."""
-    context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome, record.decision.reason,
-                     ", replayed from the ledger" if record.replayed else "")
+    """A finished trial in the run log and as an observation of `trials`, its secrets `<redacted>`."""
+    secrets = run_secrets(record.env, record.argv)
+    context.log.info("trial %d %s: %s (%s)%s", record.index, record.name, record.outcome,
+                     secrets.text(record.decision.reason), ", replayed from the ledger" if record.replayed else "")
     variant = record.variant
-    context.log_event(dg.AssetObservation(asset_key="trials", partition=context.partition_key, metadata={
+    metadata = secrets.value({
         "trial": record.index, "name": record.name, "fingerprint": record.fingerprint,
         "outcome": record.outcome, "reason": record.decision.reason, "replayed": record.replayed,
         "provenance": variant.trial_provenance(), "rule": variant.rule or "",
         "diagnosis": variant.diagnosis or "", "plan_reason": variant.reason, "critic": critic_text(record) or "",
-        **({"llm_verdict": dg.MetadataValue.json(variant.llm.model_dump(mode="json", exclude={"patch"}))}
-           if variant.llm else {}),
+        **({"llm_verdict": variant.llm.model_dump(mode="json", exclude={"patch"})} if variant.llm else {}),
         "gain_pct": rounded(record.decision.gain_pct, "%") if record.decision.gain_pct is not None else float("nan"),
-    }))
+    })
+    if "llm_verdict" in metadata:
+        metadata["llm_verdict"] = dg.MetadataValue.json(metadata["llm_verdict"])
+    context.log_event(dg.AssetObservation(asset_key="trials", partition=context.partition_key, metadata=metadata))
 
 
 def _launch_noise_prior(context, store: ResultStore, target: Target, baseline: BaselineResult):

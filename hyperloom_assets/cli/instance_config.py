@@ -7,9 +7,11 @@ checked to connect first. With `HYPERLOOM_CELERY_BROKER`, runs are launched as C
 tasks on their host's queue (dagster-celery's run launcher), and `celery.yaml` beside
 `dagster.yaml` is the config its workers start with.
 
-No secret is written: the database's password (from the URL or from
-`HYPERLOOM_POSTGRES_PASSWORD`) and the broker and backend URLs, which may hold one, are
-read by Dagster from the environment (`{env: VAR}`): every process that loads the
+No secret is written: the database's password (from the URL's userinfo, from its query
+`?password=`, which libpq accepts, or from `HYPERLOOM_POSTGRES_PASSWORD`) and the broker and
+backend URLs, which may hold one, are read by Dagster from the environment (`{env: VAR}`);
+any other secret-named query parameter (`sslpassword`) is refused, naming it, since it could
+only be written in the clear: every process that loads the
 instance (webserver, daemon, run and Celery workers) needs the variables this command
 saw, `HYPERLOOM_POSTGRES_PASSWORD` included when the database has a password. No telemetry,
 and no NUX: without `nux` the UI greets every fresh instance on localhost with a "Join
@@ -42,6 +44,7 @@ import yaml
 
 from hyperloom_assets.core.config.hosts import declared_devices, hosts_file, load_hosts
 from hyperloom_assets.core.fleet.tags import slotted_host_limits
+from hyperloom_assets.core.secrets import is_secret_name
 from hyperloom_assets.resources.store.database import (
     POSTGRES_PASSWORD_ENV,
     POSTGRES_URL_ENV,
@@ -80,6 +83,8 @@ CELERY_BACKEND_ENV = "HYPERLOOM_CELERY_BACKEND"  # default: the broker
 # Runs without a host tag (none of this project's jobs) would wait here for a worker.
 CELERY_DEFAULT_QUEUE = "hyperloom-untagged"
 CELERY_WORKER_CONFIG = "celery.yaml"
+# libpq parameters whose names read as secrets but whose values are file paths.
+LIBPQ_PATH_PARAMS = frozenset({"sslkey"})
 
 
 def _celery(environ: Mapping[str, str]) -> dict | None:
@@ -88,6 +93,10 @@ def _celery(environ: Mapping[str, str]) -> dict | None:
         return None
     backend = CELERY_BACKEND_ENV if environ.get(CELERY_BACKEND_ENV) else CELERY_BROKER_ENV
     return {"broker": {"env": CELERY_BROKER_ENV}, "backend": {"env": backend}}
+
+
+class SecretInUrl(ValueError):
+    """The URL carries a secret that dagster.yaml could only hold in the clear; the message names the parameter."""
 
 
 class MissingExtra(RuntimeError):
@@ -115,16 +124,36 @@ def postgres_storage(environ: Mapping[str, str]) -> dict | None:
     require("dagster_postgres", POSTGRES_URL_ENV)
     given = environ.get(POSTGRES_PASSWORD_ENV)
     parsed = sa.make_url(url)  # postgres_url gave the password from the environment when the URL has none
-    if given and parsed.password is not None and parsed.password != given:
+    params = {key: value if isinstance(value, str) else value[-1] for key, value in parsed.query.items()}
+    _refuse_query_secrets(params)
+    password = _url_password(parsed.password, params.pop("password", None))
+    if given and password is not None and password != given:
         raise DatabaseUnavailable(f"{POSTGRES_URL_ENV} and {POSTGRES_PASSWORD_ENV} give different passwords")
     check_connects(url)
     db = {"username": parsed.username or "", "hostname": parsed.host or "", "db_name": parsed.database or "",
           "port": parsed.port or 5432, "scheme": "postgresql+psycopg2"}
-    if parsed.password is not None:
+    if password is not None:
         db["password"] = {"env": POSTGRES_PASSWORD_ENV}
-    if parsed.query:
-        db["params"] = {key: value if isinstance(value, str) else value[-1] for key, value in parsed.query.items()}
+    if params:
+        db["params"] = params
     return {"postgres": {"postgres_db": db}}
+
+
+def _url_password(userinfo: str | None, query: str | None) -> str | None:
+    """The URL's one password: the userinfo's or the query's (libpq takes either), routed to
+    `{env: HYPERLOOM_POSTGRES_PASSWORD}`; two that differ are refused, as is any other secret."""
+    if userinfo is not None and query is not None and userinfo != query:
+        raise SecretInUrl(f"{POSTGRES_URL_ENV}: its userinfo (or {POSTGRES_PASSWORD_ENV}) and its query "
+                          "(password=) give different passwords")
+    return userinfo if userinfo is not None else query
+
+
+def _refuse_query_secrets(params: Mapping[str, str]) -> None:
+    for name in params:
+        if name != "password" and name not in LIBPQ_PATH_PARAMS and is_secret_name(name):
+            raise SecretInUrl(f"{POSTGRES_URL_ENV}: the query parameter {name!r} holds a secret that dagster.yaml "
+                              "would keep in the clear; take it out of the URL (the database password may stay, "
+                              f"and is read from {POSTGRES_PASSWORD_ENV})")
 
 
 def slotted_hosts() -> dict[str, int]:
@@ -193,9 +222,10 @@ def _password_note(environ: Mapping[str, str]) -> str | None:
     if not url or environ.get(POSTGRES_PASSWORD_ENV):
         return None
     try:
-        has_password = sa.make_url(url).password is not None
+        parsed = sa.make_url(url)
     except sa.exc.ArgumentError:
         return None
+    has_password = parsed.password is not None or "password" in parsed.query
     return (f"note: dagster.yaml reads the database password from {POSTGRES_PASSWORD_ENV}; set it wherever "
             "Dagster loads this instance") if has_password else None
 
@@ -205,7 +235,7 @@ def main(argv: list[str]) -> int:
     home = (args.home or Path(os.environ.get("DAGSTER_HOME") or ".dagster_home")).resolve()
     try:
         path = write_instance_config(home)
-    except (DatabaseUnavailable, MissingExtra) as error:
+    except (DatabaseUnavailable, MissingExtra, SecretInUrl) as error:
         print(f"hyperloom instance-config: {error}", file=sys.stderr)
         return 1
     note = _password_note(os.environ)

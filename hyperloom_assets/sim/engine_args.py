@@ -26,7 +26,8 @@ _HARNESS_FLAGS: dict[str, bool] = {
     "--engine-version": True,
 }
 # A server that misbehaves once it has served --fault-after-requests requests (sim/faults.py).
-FAULTS = ("exit", "stall", "http-500", "malformed-chunk", "drop-connection")
+FAULTS = ("exit", "stall", "http-500", "malformed-chunk", "wrong-shape-chunk", "endless-line",
+          "drop-connection")
 # ATOM serves HTTP on --server-port; its --port is the engine's internal port, an engine arg.
 HTTP_PORT_FLAGS = {"vllm": "--port", "sglang": "--port", "atom": "--server-port"}
 ATOM_DEFAULT_CAPTURE_SIZES = "[1,2,4,8,16,32,48,64,128,256,512]"

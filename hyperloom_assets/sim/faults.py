@@ -9,6 +9,10 @@ request `--fault-after-requests` + 1 on, counting every completion request it re
   /health stays up, as a wedged scheduler;
 - `http-500`: an HTTP 500 error body, as an engine whose request handler raises;
 - `malformed-chunk`: a stream whose first event is not JSON;
+- `wrong-shape-chunk`: a stream whose first event is JSON of the wrong shape (`[]`), as a
+  proxy or a half-upgraded server may send;
+- `endless-line`: a stream that never ends its first line, as a server that trickles
+  bytes without a newline (the client caps a line, resources/bench/stream.py);
 - `drop-connection`: the first token, then the connection is closed under the stream.
 """
 
@@ -23,6 +27,7 @@ from aiohttp import web
 from hyperloom_assets.core.models import Frozen
 
 EXIT_CODE = 3
+ENDLESS_LINE_MIB = 4
 
 
 class Fault(Frozen):
@@ -48,6 +53,15 @@ async def misbehave(fault: Fault, http: web.Request, received: int, first_chunk:
         await asyncio.Event().wait()  # until the client gives up and the handler is cancelled
     if fault.kind == "malformed-chunk":
         await response.write(b'data: {"id": "cmpl-broken", "choices": [\n\n')
+        await response.write_eof()
+        return response
+    if fault.kind == "wrong-shape-chunk":
+        await response.write(b"data: []\n\n")
+        await response.write_eof()
+        return response
+    if fault.kind == "endless-line":
+        for _ in range(ENDLESS_LINE_MIB):  # past the client's 1 MiB line cap, then more
+            await response.write(b"data: " + b"x" * 1024**2)
         await response.write_eof()
         return response
     await response.write(first_chunk)  # drop-connection: one token, then the socket closes

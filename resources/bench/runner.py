@@ -2,9 +2,11 @@
 
 No Dagster here, so `hyperloom bench` starts fast; resources/bench/client.py wraps this
 in a ConfigurableResource. Everything wrong with the input (a bad trace, a prompt that
-cannot fit the server) is raised before the first request is sent. A caller may bound
-the whole measurement (`timeout_s`: the round in flight is cancelled and BenchOvertime
-raised) and follow it (`progress`: each finished round, and a heartbeat while one runs).
+cannot fit the server) is raised before the first request is sent. Every measurement is
+bounded in all (core/measurement/limits.py: its workload at a floor speed, at most
+`max_total_s`), a caller may bound it tighter (`timeout_s`); past the limit the round in
+flight is cancelled and BenchOvertime raised. A caller may follow it (`progress`: each
+finished round, and a heartbeat while one runs).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.measurement.limits import DEFAULT_MAX_MEASUREMENT_S, measurement_limit_s
 from hyperloom_assets.core.measurement.measurement import Measurement, RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import repeat_metrics, summarize
 from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerError
@@ -138,30 +141,38 @@ async def _heartbeat(label: str, records: list[RequestRecord], total: int, start
 
 async def run_round(session: aiohttp.ClientSession, url: str, model: str, plan: Plan,
                     concurrency: int, request_rate: float | None, arrival_seed: int, label: str = "round",
-                    progress: ProgressFn | None = None) -> tuple[list[RequestRecord], float, ClientLoad]:
-    """Sessions concurrently up to `concurrency`; a session's turns in order after think_ms."""
+                    progress: ProgressFn | None = None,
+                    from_arrival: bool = False) -> tuple[list[RequestRecord], float, ClientLoad]:
+    """Sessions concurrently up to `concurrency`; a session's turns in order after think_ms. At a
+    `request_rate` the sessions arrive on a Poisson schedule (each due at its own time, so the
+    loop's lag does not add up), and a session's first request records when it was due;
+    `from_arrival` times it from then (workload.latency_from)."""
     slots = asyncio.Semaphore(concurrency)
     records: list[RequestRecord] = []
     monitor = LoadMonitor()
     total = sum(len(turns) for turns in plan)
 
-    async def run_session(turns: list[PlannedRequest]) -> None:
+    async def run_session(turns: list[PlannedRequest], arrived: float | None) -> None:
         async with slots:
             for request in turns:
                 if request.think_ms > 0:
                     await asyncio.sleep(request.think_ms / 1000)
-                records.append(await send_request(session, url, model, request, round_start))
+                    arrived = arrived + request.think_ms / 1000 if arrived is not None else None
+                records.append(await send_request(session, url, model, request, round_start, arrived, from_arrival))
+                arrived = None  # a later turn follows its own answer: it waits for no slot
 
     arrivals = random.Random(arrival_seed)
     monitor.start()
     round_start = time.perf_counter()
     beat = asyncio.create_task(_heartbeat(label, records, total, round_start, progress)) if progress else None
     tasks = []
+    due = round_start
     try:
         for turns in plan:
             if request_rate:
-                await asyncio.sleep(arrivals.expovariate(request_rate))
-            tasks.append(asyncio.create_task(run_session(turns)))
+                due += arrivals.expovariate(request_rate)
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(run_session(turns, due if request_rate else None)))
         await asyncio.gather(*tasks)
     finally:  # cancelled at a time limit: no request or ticker outlives the round
         for task in [*tasks, *([beat] if beat else [])]:
@@ -187,8 +198,10 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
                         warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
                         max_model_len: int | None = None,
                         sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S, timeout_s: float | None = None,
-                        progress: ProgressFn | None = None) -> Measurement:
-    """Warm up (discarded), then `repeats` measured rounds on the hot server, within `timeout_s`."""
+                        progress: ProgressFn | None = None,
+                        max_total_s: float = DEFAULT_MAX_MEASUREMENT_S) -> Measurement:
+    """Warm up (discarded), then `repeats` measured rounds on the hot server, within the measurement's
+    limit: `timeout_s` where given, never past the workload's own (limits.measurement_limit_s)."""
     if repeats < 1:
         raise BenchInputError(f"repeats must be at least 1, got {repeats}")
     check_vocab(vocab_size)
@@ -196,22 +209,23 @@ async def measure_async(base_url: str, served_model: str, workload: Workload, vo
     plans = [round_plan(workload, f"repeat-{i + 1}", vocab_size, num_prompts) for i in range(repeats)]
     warm = warmup_plan(workload, vocab_size, warm_count)
     check_plans(plans + [warm], max_model_len)
+    limit_s, why = measurement_limit_s([warm, *plans], workload.request_rate, max_total_s, timeout_s)
     # Whether the limit fired is the limit's own word (expired()), and its elapsed time is
     # read on the loop's clock: uvloop's timers run on a millisecond clock and may fire a
     # fraction of a millisecond before time.monotonic() says the limit has passed, which
     # turned an overtime into a bare TimeoutError now and then.
     loop = asyncio.get_running_loop()
     started = loop.time()
-    limit = asyncio.timeout(timeout_s)
+    limit = asyncio.timeout(limit_s)
     try:
         with heap_frozen():
             async with limit:
                 rounds, loads, telemetry, measured = await _rounds(base_url, served_model, workload, warm, plans,
                                                                    records_dir, sock_read_timeout_s, progress)
     except TimeoutError as exc:
-        if timeout_s is None or not limit.expired():
+        if not limit.expired():
             raise  # a timeout of the requests' own, not the limit's
-        raise BenchOvertime(loop.time() - started, timeout_s) from exc
+        raise BenchOvertime(loop.time() - started, limit_s, why) from exc
     if records_dir is not None:
         (records_dir / "client-load.json").write_text(json.dumps([load.model_dump() for load in loads], indent=1))
     return summarize(
@@ -254,10 +268,10 @@ async def _measured_rounds(session, url: str, served_model: str, workload: Workl
         label = f"repeat-{index}"
         records, duration, load = await run_round(session, url, served_model, plan, workload.concurrency,
                                                   workload.request_rate, round_seed(workload.seed, f"arrivals-{index}"),
-                                                  label, progress)
+                                                  label, progress, from_arrival=workload.latency_from == "arrival")
         _write_records(records_dir, label, records)
         check_round(records, f"repeat {index}", url)
-        metrics = repeat_metrics(records, duration, slo)
+        metrics = repeat_metrics(records, duration, slo, workload.request_rate)
         _report(progress, label, records, duration, metrics)
         rounds.append(metrics)
         loads.append(load)
@@ -294,11 +308,13 @@ def measure(base_url: str, served_model: str, workload: Workload, vocab_size: in
             warmups: int | None = None, num_prompts: int | None = None, records_dir: Path | None = None,
             max_model_len: int | None = None, timeout_s: float | None = None,
             progress: ProgressFn | None = None,
-            sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S) -> Measurement:
+            sock_read_timeout_s: float = DEFAULT_SOCK_READ_TIMEOUT_S,
+            max_total_s: float = DEFAULT_MAX_MEASUREMENT_S) -> Measurement:
     """The synchronous face of measure_async, safe to call from inside a running loop."""
     coro = measure_async(base_url, served_model, workload, vocab_size, repeats=repeats, warmups=warmups,
                          num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len,
-                         sock_read_timeout_s=sock_read_timeout_s, timeout_s=timeout_s, progress=progress)
+                         sock_read_timeout_s=sock_read_timeout_s, timeout_s=timeout_s, progress=progress,
+                         max_total_s=max_total_s)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

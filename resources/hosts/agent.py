@@ -11,6 +11,7 @@ anything else is an agent error. No Dagster is imported here, so each call start
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -73,11 +74,13 @@ def _stop(req: dict) -> dict:
 
 def _reap(req: dict) -> dict:
     report = reap_orphans(Path(req["pid_dir"]), term_wait_s=req["term_wait_s"])
-    return {"reaped": report.reaped, "survivors": report.survivors}
+    return dataclasses.asdict(report)  # the kept and dropped pidfiles too, as the local host's report has them
 
 
 def _clean(req: dict) -> dict:
     folder, root = Path(req["folder"]), Path(req["root"])
+    if root.resolve() not in folder.resolve().parents:  # only a run folder, strictly inside runs/, ever goes
+        raise ValueError(f"refusing to delete {folder}: it is not inside {root}")
     shutil.rmtree(folder, ignore_errors=True)
     for parent in folder.parents:
         if parent == root or root not in parent.parents:
@@ -99,7 +102,8 @@ def _bench(req: dict) -> dict:
                               req["vocab_size"], repeats=req["repeats"], warmups=req["warmups"],
                               num_prompts=req["num_prompts"], records_dir=Path(req["records_dir"]),
                               max_model_len=req["max_model_len"], timeout_s=req.get("timeout_s"),
-                              sock_read_timeout_s=req["stall_timeout_s"], progress=_print_progress)
+                              sock_read_timeout_s=req["stall_timeout_s"], progress=_print_progress,
+                              **({"max_total_s": req["max_measurement_s"]} if req.get("max_measurement_s") else {}))
     return measurement.model_dump(mode="json")
 
 
@@ -136,11 +140,12 @@ OPS: dict[str, Callable[[dict], dict]] = {"slot_facts": slot_facts, "prepare": _
 def handle(op: str, request: dict) -> dict[str, Any]:
     try:
         return {"ok": OPS[op](request)}
-    except ServerError as error:
+    except ServerError as error:  # a round's failed requests (the client's RoundFailed) are one too, and say so
         return {"server_error": {"error_class": error.error_class, "message": error.message,
-                                 "log_tail": error.log_tail, "argv": error.argv}}
+                                 "log_tail": error.log_tail, "argv": error.argv,
+                                 "round_failed": type(error).__name__ == "RoundFailed"}}
     except BenchOvertime as error:  # the control node raises it again, so overtime reads the same on every host
-        return {"overtime": {"elapsed_s": error.elapsed_s, "limit_s": error.limit_s}}
+        return {"overtime": {"elapsed_s": error.elapsed_s, "limit_s": error.limit_s, "why": error.why}}
     except Exception as error:  # noqa: BLE001 - it crosses back to the control node, which raises it
         return {"agent_error": {"type": type(error).__name__, "message": str(error)}}
 

@@ -69,7 +69,8 @@ class HostFleet(dg.ConfigurableResource):
         file = self.catalog.hosts_path()
         hosts, problems = load_hosts(file)
         if name not in hosts:
-            mine = [p for p in problems if p.field.split(".")[0] == name]
+            # A hosts file that could not be read at all says so, rather than "no such host".
+            mine = [p for p in problems if p.field.split(".")[0] == name or p.field == "(file)"]
             raise HostsError(mine or [TargetProblem(file=str(file), field=name, expected=(
                 f"a host of the hosts file ({', '.join(sorted(hosts))})"))])
         return hosts

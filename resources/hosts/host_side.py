@@ -21,6 +21,7 @@ import psutil
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
+from hyperloom_assets.core.fleet.serving_env import serving_env
 from hyperloom_assets.core.fleet.slots import Slot, device_env
 from hyperloom_assets.core.measurement.serving import CpuPlacement, ServerError
 from hyperloom_assets.core.models import Strict
@@ -65,13 +66,12 @@ class Prepared(Strict):
     devices: list[int] | None = None  # the slot's devices, all the server sees; None: every device
 
 
-def server_env(env: Mapping[str, str], unset_env: list[str], inherited: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The host's environment minus unset_env plus env."""
-    result = dict(os.environ if inherited is None else inherited)
-    for name in unset_env:
-        result.pop(name, None)
-    result.update(env)
-    return result
+def server_env(engine: str | None, env: Mapping[str, str], unset_env: list[str],
+               inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a server of `engine` may inherit of this host's environment (the allowlist of
+    core/fleet/serving_env.py: never the run's credentials), minus unset_env, plus env."""
+    prefixes = engine_for(engine).inherited_prefixes() if engine is not None else ()
+    return serving_env(os.environ if inherited is None else inherited, prefixes, env, unset_env)
 
 
 def log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -161,7 +161,7 @@ def prepare(pid_dir: Path, engine: str, python: Path, check_foreign_processes: b
                 if slot else preflight_problems(port, check_foreign_processes))
     return Prepared(port=port, problems=problems, reaped=report.reaped,
                     survivors=report.survivors, installed=installed_in(spec, python),
-                    startup_timeout_s=spec.startup.timeout_s(server_env(env, unset_env)),
+                    startup_timeout_s=spec.startup.timeout_s(server_env(engine, env, unset_env)),
                     cpus=host_placement(client_cpus, list(slot.cpus) if slot and slot.cpus else None),
                     devices=list(slot.devices) if slot else None)
 
@@ -175,7 +175,7 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
 
     With a `framework_tree`, the server imports `engine` from that checkout (its import
     root and the origin reporter go on its PYTHONPATH: engine_origin.py)."""
-    launch_env = {**server_env(env, unset_env), **(device_env(slot.vendor, slot.devices) if slot else {})}
+    launch_env = {**server_env(engine, env, unset_env), **(device_env(slot.vendor, slot.devices) if slot else {})}
     spec = engine_for(engine) if engine is not None else None
     if spec is not None:
         launch_env = {**dict(spec.serve_env), **launch_env}
@@ -190,6 +190,9 @@ def start(argv: list[str], env: Mapping[str, str], unset_env: list[str], log_pat
     except OSError as error:
         remove_scratch(scratch)
         raise ServerError("crash", f"could not start {argv[0]}: {error}", argv=argv) from error
+    except ValueError as error:  # Popen's word on inputs no process can take (a NUL, a name with `=`)
+        remove_scratch(scratch)
+        raise ServerError("launch_refused", f"could not start {argv[0]}: {error}", argv=argv) from error
     if server_cpus:
         pin_process(server.popen.pid, server_cpus)
     return server

@@ -22,7 +22,7 @@ import dagster as dg
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.spec import EngineSpec, Installed
 from hyperloom_assets.core.fleet.slots import Slot
-from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerError, ServerSpec, launch_problems
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.engine_origin import served_engine_path
 from hyperloom_assets.resources.hosts.engines import identity, server_argv
@@ -110,6 +110,15 @@ def _launch_plan(transport: Transport, host: str, spec: ServerSpec, python: Path
     return prepared, server_argv(engine, python, spec.model, prepared.port, spec.server_args, prepared.installed)
 
 
+def refuse_unlaunchable(host: str, spec: ServerSpec) -> None:
+    """ServerError(launch_refused) before the host is touched when no process could start from `spec`:
+    whichever path made it (the target's env, its search space, a proposal), it fails its own
+    measurement with the reason, where Popen would raise a bare ValueError out of the step."""
+    problems = launch_problems(spec)
+    if problems:
+        raise ServerError("launch_refused", f"host {host!r}: nothing launched: " + "; ".join(problems))
+
+
 PORT_ATTEMPTS = 3  # launches on fresh ports when the one preflight gave was taken before the engine bound it
 
 
@@ -117,6 +126,7 @@ PORT_ATTEMPTS = 3  # launches on fresh ports when the one preflight gave was tak
 def serve_on(transport: Transport, host: str, spec: ServerSpec, python: Path, run_dir: Path,
              label: str | None = None) -> Iterator[LaunchRecord]:
     """A ready server for `spec` on the transport's host, torn down when the block ends; `label` names it in the log."""
+    refuse_unlaunchable(host, spec)
     engine, run_dir, name = engine_for(spec.engine), Path(run_dir), label or spec.engine
     host_dir = transport.host_dir(run_dir)
     for attempt in range(1, PORT_ATTEMPTS + 1):

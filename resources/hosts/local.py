@@ -20,11 +20,13 @@ from typing import Iterator
 
 import dagster as dg
 
+from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord, ServerError, ServerSpec
-from hyperloom_assets.resources.bench.client import BenchmarkClient
+from hyperloom_assets.resources.bench.client import BenchmarkClient, ProgressFn
+from hyperloom_assets.resources.hosts.agent_call import bench_in_process_of_its_own, bench_limit_s, bench_request
 from hyperloom_assets.resources.hosts.agent import facts as agent_facts
 from hyperloom_assets.resources.hosts.cpu_pinning import AUTO, pinned_thread
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
@@ -151,10 +153,24 @@ class LocalHost(dg.ConfigurableResource):
         with serve_on(transport, self.name, spec, self.python_executable(spec), run_dir, label) as launch:
             yield launch
 
-    def measure(self, bench: BenchmarkClient, base_url: str, *args, cpus: CpuPlacement | None = None, **kwargs) -> Measurement:
-        """The benchmark client, here beside the server, on the client's CPUs of the launch's placement."""
-        with pinned_thread(cpus.client_cpus if cpus else None):
-            return bench.measure(base_url, *args, **kwargs)
+    def measure(self, bench: BenchmarkClient, base_url: str, served_model: str, workload: Workload, vocab_size: int,
+                repeats: int, warmups: int | None = None, num_prompts: int | None = None,
+                records_dir: Path | None = None, max_model_len: int | None = None, timeout_s: float | None = None,
+                progress: ProgressFn | None = None, cpus: CpuPlacement | None = None) -> Measurement:
+        """The benchmark client, here beside the server, on the client's CPUs of the launch's placement.
+        On a slot, as a process of its own (the host agent's `bench`, as an SSH host runs it): the clients
+        of a run's slots at once then share no interpreter, so none slows another's by holding the GIL."""
+        client_cpus = cpus.client_cpus if cpus else None
+        if self.slot is None:
+            with pinned_thread(client_cpus):
+                return bench.measure(base_url, served_model, workload, vocab_size, repeats, warmups=warmups,
+                                     num_prompts=num_prompts, records_dir=records_dir, max_model_len=max_model_len,
+                                     timeout_s=timeout_s, progress=progress)
+        records = str(Path(records_dir).resolve()) if records_dir else str(self.state_path() / "runs" / "bench")
+        request = bench_request(bench, base_url, served_model, workload, vocab_size, repeats, warmups, num_prompts,
+                                records, max_model_len, timeout_s, client_cpus)
+        return Measurement.model_validate(bench_in_process_of_its_own(self.name, request,
+                                                                      bench_limit_s(bench, timeout_s), progress))
 
     def post(self, url: str, timeout_s: float) -> dict:
         """A server's control route (host_side.control_post), from here beside it."""

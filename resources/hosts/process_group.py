@@ -7,6 +7,12 @@ teardown has confirmed the whole group gone. The reaper (docs/design.md, invaria
 pidfiles; it signals a group only when its leader is still the process the pidfile
 names (same cmdline and creation time; a reused pid is never signalled), and only when
 the process that launched it is gone (a live owner's server is not an orphan).
+
+A pidfile also records the boot it was written in and a random marker the launch put in
+the server's environment (MARKER_ENV), which every process of the server inherits. The
+reaper drops a pidfile of another boot without signalling anything, and signals only
+processes whose /proc/PID/environ carries the pidfile's marker, one by one, never the
+group id: a group id a dead server left can be a stranger's by now.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -32,6 +39,8 @@ from hyperloom_assets.core.models import Strict
 log = logging.getLogger(__name__)
 
 PIDFILE_SUFFIX = ".server.json"
+MARKER_ENV = "HYPERLOOM_LAUNCH_MARKER"
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 # psutil rounds creation times; a real restart under the same pid differs by far more.
 _CREATE_TIME_SLACK_S = 0.05
 
@@ -52,6 +61,10 @@ class PidRecord(Strict):
     log_path: str | None = None
     # The launch's own scratch folder (engine IPC sockets), removed once the group is gone.
     scratch_dir: str | None = None
+    # The boot it was written in, and the launch's marker in its server's environment
+    # (MARKER_ENV). None in pidfiles written before them: the reaper signals nothing of those.
+    boot_id: str | None = None
+    marker: str | None = None
 
 
 @dataclass
@@ -76,6 +89,8 @@ class ReapReport:
     live_owner: list[int] = field(default_factory=list)  # servers whose launcher still runs
     refused: list[int] = field(default_factory=list)  # would have signalled our own group
     survivors: list[int] = field(default_factory=list)  # still alive after SIGKILL; pidfile kept
+    other_boot: list[int] = field(default_factory=list)  # pidfiles of an earlier boot, removed
+    unmarked: list[int] = field(default_factory=list)  # older pidfiles (no marker) of a live group: kept, unsignalled
 
 
 class RefusedSignal(RuntimeError):
@@ -135,23 +150,33 @@ def _resolved(argv: list[str], env: Mapping[str, str]) -> str:
     return found
 
 
+def boot_id() -> str | None:
+    """The kernel's id of this boot; None where the kernel does not say."""
+    try:
+        return BOOT_ID_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def launch(argv: list[str], env: Mapping[str, str], log_path: Path, pid_dir: Path,
            scratch_dir: Path | None = None) -> ServerProcess:
-    """Start argv in a new session (its own process group), logging to log_path."""
+    """Start argv in a new session (its own process group), logging to log_path, its
+    environment `env` plus this launch's marker (MARKER_ENV), which the pidfile records."""
     pid_dir.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     trampoline = [sys.executable, "-I", "-S", "-c", _DEFAULT_SIGNALS, _resolved(argv, env), *argv]
+    marker = secrets.token_hex(16)
     with open(log_path, "wb") as log_file:
         popen = subprocess.Popen(
             trampoline, start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=log_file, stderr=subprocess.STDOUT, env=dict(env),
+            stdout=log_file, stderr=subprocess.STDOUT, env={**env, MARKER_ENV: marker},
         )
     me = psutil.Process()
     record = PidRecord(
         pid=popen.pid, pgid=popen.pid, cmdline=list(argv), create_time=time.time(),
         owner_pid=me.pid, owner_create_time=me.create_time(), log_path=str(log_path),
         start_ticks=start_ticks(popen.pid), owner_start_ticks=start_ticks(me.pid),
-        scratch_dir=str(scratch_dir) if scratch_dir else None,
+        scratch_dir=str(scratch_dir) if scratch_dir else None, boot_id=boot_id(), marker=marker,
     )
     pidfile = _pidfile(pid_dir, popen.pid)
     # Recorded at once, as the argv its exec lands on: a launcher killed while it waits for
@@ -213,11 +238,24 @@ def group_members(pgid: int, leader: psutil.Process | None = None) -> list[psuti
     return list(members.values())
 
 
-def _signal_all(pgid: int, members: list[psutil.Process], signum: int) -> None:
+def carries_marker(proc: psutil.Process, marker: str) -> bool:
+    """Was this process started with the launch's marker in its environment (inherited by every child)?"""
     try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return proc.environ().get(MARKER_ENV) == marker
+    except psutil.Error:  # gone, a zombie, or not ours to read: not ours to signal either
+        return False
+
+
+def _ours(procs: list[psutil.Process], marker: str | None) -> list[psutil.Process]:
+    return procs if marker is None else [proc for proc in procs if carries_marker(proc, marker)]
+
+
+def _signal_all(pgid: int, members: list[psutil.Process], signum: int, whole_group: bool = True) -> None:
+    if whole_group:
+        try:
+            os.killpg(pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
     for proc in members:
         try:
             proc.send_signal(signum)
@@ -225,34 +263,42 @@ def _signal_all(pgid: int, members: list[psutil.Process], signum: int) -> None:
             pass
 
 
-def _wait_gone(pgid: int, procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+def _wait_gone(pgid: int, procs: list[psutil.Process], timeout_s: float,
+               marker: str | None = None) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout_s
     while True:
         # wait_procs reaps our own children, so they never linger as zombies.
         psutil.wait_procs(procs, timeout=0.2)
         remaining = [proc for proc in procs if _alive(proc)]
-        late = [proc for proc in group_members(pgid) if proc.pid not in {p.pid for p in remaining}]
+        late = [proc for proc in _ours(group_members(pgid), marker) if proc.pid not in {p.pid for p in remaining}]
         remaining += late
         if not remaining or time.monotonic() >= deadline:
             return remaining
         procs = remaining
 
 
+def _refused(pgid: int) -> bool:
+    return pgid <= 1 or pgid == os.getpgrp()
+
+
 def terminate_group(pgid: int, leader: psutil.Process | None = None, term_wait_s: float = 15.0,
-                    kill_wait_s: float = 5.0) -> TeardownResult:
-    """TERM the group, wait, KILL what is left, and confirm with psutil that it is gone."""
-    if pgid <= 1 or pgid == os.getpgrp():
+                    kill_wait_s: float = 5.0, marker: str | None = None) -> TeardownResult:
+    """TERM the group, wait, KILL what is left, and confirm with psutil that it is gone.
+
+    With a `marker`, only the members that carry it are signalled, each on its own (a
+    server this process did not start: its group id alone proves nothing)."""
+    if _refused(pgid):
         raise RefusedSignal(f"refusing to signal process group {pgid} (this process's own group or init)")
     started = time.monotonic()
-    members = group_members(pgid, leader)
+    members = _ours(group_members(pgid, leader), marker)
     result = TeardownResult(elapsed_s=0.0, signalled=sorted(proc.pid for proc in members))
     if members:
-        _signal_all(pgid, members, signal.SIGTERM)
-        remaining = _wait_gone(pgid, members, term_wait_s)
+        _signal_all(pgid, members, signal.SIGTERM, whole_group=marker is None)
+        remaining = _wait_gone(pgid, members, term_wait_s, marker)
         if remaining:
             result.killed = True
-            _signal_all(pgid, remaining, signal.SIGKILL)
-            remaining = _wait_gone(pgid, remaining, kill_wait_s)
+            _signal_all(pgid, remaining, signal.SIGKILL, whole_group=marker is None)
+            remaining = _wait_gone(pgid, remaining, kill_wait_s, marker)
         result.survivors = sorted(proc.pid for proc in remaining)
     result.elapsed_s = time.monotonic() - started
     return result
@@ -326,32 +372,53 @@ def read_pidfiles(pid_dir: Path) -> list[tuple[Path, PidRecord]]:
     return found
 
 
+def _other_boot(record: PidRecord) -> bool:
+    return record.boot_id is not None and record.boot_id != boot_id()
+
+
 def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> ReapReport:
-    """Tear down servers left behind by earlier runs whose launching process is gone."""
+    """Tear down servers left behind by earlier runs whose launching process is gone: the
+    processes that carry their launch's marker, in this boot (docs/design.md, invariant 8)."""
     report = ReapReport()
     for path, record in read_pidfiles(pid_dir):
+        if _other_boot(record):  # its pids and group ids name other processes now
+            report.other_boot.append(record.pid)
+            _forget(record, path)
+            continue
         if _owner_alive(record):  # its launcher's to tear down, even while its exec has not landed
             report.live_owner.append(record.pid)
             continue
-        leader = _matches(record)
-        if leader is None and not _group_outlived_leader(record):
-            report.stale.append(record.pid)
-            _forget(record, path)
-            continue
-        try:
-            result = terminate_group(record.pgid, leader, term_wait_s, kill_wait_s)
-        except RefusedSignal:
-            log.warning("reaper refused to signal its own process group %d (pidfile %s)", record.pgid, path)
-            report.refused.append(record.pid)
-            continue
-        if result.survivors:
-            log.warning("orphan group %d survived SIGKILL: pids %s; pidfile %s kept",
-                        record.pgid, result.survivors, path)
-            report.survivors.extend(result.survivors)
-        else:
-            report.reaped.append(record.pid)
-            _forget(record, path)
+        _reap_one(path, record, report, term_wait_s, kill_wait_s)
     return report
+
+
+def _reap_one(path: Path, record: PidRecord, report: ReapReport, term_wait_s: float, kill_wait_s: float) -> None:
+    leader = _matches(record)
+    if leader is None and not _group_outlived_leader(record):
+        report.stale.append(record.pid)
+        _forget(record, path)
+        return
+    if _refused(record.pgid):
+        log.warning("reaper refused to signal its own process group %d (pidfile %s)", record.pgid, path)
+        report.refused.append(record.pid)
+        return
+    if record.marker is None:  # an older pidfile: nothing proves the group is still that server's
+        log.warning("pidfile %s has no launch marker: group %d is left running and the pidfile kept; "
+                    "stop it by hand if it is this tool's server", path, record.pgid)
+        report.unmarked.append(record.pid)
+        return
+    if not _ours(group_members(record.pgid, leader), record.marker):
+        report.stale.append(record.pid)  # what holds the group id now is not the server
+        _forget(record, path)
+        return
+    result = terminate_group(record.pgid, leader, term_wait_s, kill_wait_s, record.marker)
+    if result.survivors:
+        log.warning("orphan group %d survived SIGKILL: pids %s; pidfile %s kept",
+                    record.pgid, result.survivors, path)
+        report.survivors.extend(result.survivors)
+    else:
+        report.reaped.append(record.pid)
+        _forget(record, path)
 
 
 def _group_outlived_leader(record: PidRecord) -> bool:
@@ -381,8 +448,12 @@ def _started_after(proc: psutil.Process, moment: float) -> bool:
 
 def stop_recorded(record: PidRecord, pidfile: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> TeardownResult:
     """Teardown of a server this process did not start (an SSH host's, launched by an
-    earlier agent call): the group of the pidfile's leader, while it is still that process."""
-    result = terminate_group(record.pgid, _matches(record), term_wait_s, kill_wait_s)
+    earlier agent call): the processes of the pidfile's group that carry its marker (of an
+    older pidfile without one, the group of its leader), in the boot it was started in."""
+    if _other_boot(record):
+        _forget(record, pidfile)
+        return TeardownResult(elapsed_s=0.0)
+    result = terminate_group(record.pgid, _matches(record), term_wait_s, kill_wait_s, record.marker)
     if result.survivors:
         log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
                     record.pgid, result.survivors, pidfile)

@@ -19,7 +19,6 @@ import logging
 import shlex
 import subprocess
 import tarfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,12 +30,12 @@ from hyperloom_assets.core.config.hosts import SshHostConfig
 from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.fleet.slots import Slot
 from hyperloom_assets.core.measurement.measurement import Measurement
-from hyperloom_assets.core.measurement.serving import BenchOvertime, CpuPlacement, LaunchRecord, ServerError, ServerSpec
+from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord, ServerError, ServerSpec
 from hyperloom_assets.resources.hosts import host_side
-from hyperloom_assets.resources.hosts.agent import PROGRESS_MARK, REPLY_MARK
+from hyperloom_assets.resources.hosts.agent_call import (OP_TIMEOUT_S, agent_reply, bench_limit_s, bench_request,
+                                                         progress_relay, streamed)
 from hyperloom_assets.resources.hosts.lifecycle import serve_on
 from hyperloom_assets.resources.bench.client import BenchmarkClient, ProgressFn
-from hyperloom_assets.resources.bench.runner import BenchInputError, BenchRunError, RoundProgress
 from hyperloom_assets.resources.hosts.process_group import ReapReport, TeardownResult
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,6 @@ SSH_FAILURES = (
     ("timeout", ("timed out", "Connection timeout", "Operation timed out")),
     ("unreachable", ("No route to host", "Could not resolve hostname", "Network is unreachable")),
 )
-OP_TIMEOUT_S = 120.0
 
 
 def ssh_failure(host: str, stderr: str) -> str:
@@ -60,39 +58,6 @@ def ssh_failure(host: str, stderr: str) -> str:
         if any(marker in text for marker in markers):
             return f"host {host!r}: ssh {kind}: {text.splitlines()[-1] if text else ''}"
     return f"host {host!r}: ssh failed: {text.splitlines()[-1] if text else 'no message'}"
-
-
-def streamed(argv: list[str], stdin: bytes, timeout_s: float,
-             on_progress: Callable[[dict], None]) -> subprocess.CompletedProcess:
-    """subprocess.run with capture, except that each PROGRESS_MARK line of stdout goes to
-    `on_progress` as it arrives, in this thread (the run log's), and is left out of stdout."""
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    expired = threading.Event()
-    timer = threading.Timer(timeout_s, lambda: (expired.set(), process.kill()))
-    errors: list[bytes] = []
-    drain = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
-    out: list[bytes] = []
-    mark = PROGRESS_MARK.encode()
-    timer.start()
-    drain.start()
-    try:
-        process.stdin.write(stdin)
-        process.stdin.close()
-        for line in process.stdout:
-            if line.startswith(mark):
-                on_progress(json.loads(line[len(mark):]))
-            else:
-                out.append(line)
-        process.wait()
-        drain.join()
-    finally:
-        timer.cancel()
-        if process.poll() is None:  # an interrupt here: the ssh client goes with it
-            process.kill()
-            process.wait()
-    if expired.is_set():
-        raise subprocess.TimeoutExpired(argv, timeout_s)
-    return subprocess.CompletedProcess(argv, process.returncode, b"".join(out), b"".join(errors))
 
 
 class SshTransport:
@@ -111,7 +76,8 @@ class SshTransport:
                 "-i", str(c.identity_file), "-p", str(c.port)]
         if c.user:
             argv += ["-l", c.user]
-        return argv + [c.address, "--", shlex.join(remote)]
+        # `--` before the destination: no address can be read as an option (the hosts file checks it too).
+        return argv + ["--", c.address, shlex.join(remote)]
 
     def run(self, remote: list[str], stdin: bytes = b"", timeout_s: float = OP_TIMEOUT_S,
             on_progress: Callable[[dict], None] | None = None) -> subprocess.CompletedProcess:
@@ -137,24 +103,7 @@ class SshTransport:
         """One host-agent op on the host; its reply, or its ServerError raised here."""
         done = self.run([self.config.python, "-m", "hyperloom_assets.cli", "host-agent", op],
                         json.dumps(request).encode(), timeout_s, on_progress)
-        out = done.stdout.decode(errors="replace")
-        line = next((l for l in reversed(out.splitlines()) if l.startswith(REPLY_MARK)), None)
-        if line is None:
-            tail = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-            raise ServerError("environment_unavailable", f"host {self.name!r}: the host agent under "
-                              f"{self.config.python} did not answer {op} ({tail}); is the project's client "
-                              f"installed there? (`hyperloom hosts bootstrap {self.name}`)")
-        reply = json.loads(line[len(REPLY_MARK):])
-        if "server_error" in reply:
-            failure = reply["server_error"]
-            raise ServerError(failure["error_class"], failure["message"], failure["log_tail"], failure["argv"])
-        if "overtime" in reply:
-            raise BenchOvertime(**reply["overtime"])
-        if "agent_error" in reply:
-            failure = reply["agent_error"]
-            known = {"BenchInputError": BenchInputError, "BenchRunError": BenchRunError}.get(failure["type"], RuntimeError)
-            raise known(f"host {self.name!r}: {op}: {failure['type']}: {failure['message']}")
-        return reply["ok"]
+        return agent_reply(self.name, op, self.config.python, done)
 
     def prepare(self, spec: ServerSpec, python: Path) -> host_side.Prepared:
         return host_side.Prepared.model_validate(self.call("prepare", {
@@ -291,14 +240,13 @@ class SshHost(dg.ConfigurableResource):
                 cpus: CpuPlacement | None = None) -> Measurement:
         """The benchmark client on the host beside the server (on the placement's client CPUs). Its records
         are written into the step's folder there, which comes back whole with the server log at teardown.
-        The time limit holds there too; each round's progress comes back as the agent reports it."""
+        The time limit holds there too (the caller's, else the workload's, never past the client's
+        max_measurement_s; the ssh call itself ends a little after); each round's progress comes back as
+        the agent reports it."""
         transport, local = self.transport(), Path(records_dir) if records_dir else None
         host_records = transport.host_dir(local) if local else f"{self.ssh().workdir}/runs/bench"
-        reply = transport.call("bench", {
-            "base_url": base_url, "served_model": served_model, "workload": workload.model_dump(mode="json"),
-            "vocab_size": vocab_size, "repeats": repeats, "warmups": warmups, "num_prompts": num_prompts,
-            "records_dir": host_records, "max_model_len": max_model_len, "timeout_s": timeout_s,
-            "client_cpus": cpus.client_cpus if cpus else None, "stall_timeout_s": bench.stall_timeout_s},
-            timeout_s=(timeout_s + OP_TIMEOUT_S) if timeout_s else 24 * 3600,
-            on_progress=(lambda line: progress(RoundProgress.model_validate(line))) if progress else None)
+        reply = transport.call("bench", bench_request(
+            bench, base_url, served_model, workload, vocab_size, repeats, warmups, num_prompts, host_records,
+            max_model_len, timeout_s, cpus.client_cpus if cpus else None),
+            timeout_s=bench_limit_s(bench, timeout_s), on_progress=progress_relay(progress))
         return Measurement.model_validate(reply)

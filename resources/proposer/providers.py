@@ -7,8 +7,10 @@ through `chat.completions.parse(response_format=Model)`, with the raw body kept 
 reply that does not parse is still recorded word for word. With OPENAI_BASE_URL this
 reaches any OpenAI-compatible server (vLLM serving a local model).
 
-Keys and base URLs are the SDKs' own environment variables; nothing here reads or holds
-a key, and any text recorded is scrubbed of the values of those variables besides.
+Keys and base URLs are the SDKs' own environment variables; nothing here holds a key.
+What is sent and what is recorded are scrubbed (core/secrets.py) of the values of those
+variables, of every other secret-named variable of the environment (`HF_TOKEN`, a
+database password) and of the passwords of URLs in it.
 """
 
 from __future__ import annotations
@@ -21,20 +23,20 @@ import dagster as dg
 import pydantic
 
 from hyperloom_assets.core.proposer.record import LlmCall, Message
+from hyperloom_assets.core.secrets import Redactor
 
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
 ReplyT = TypeVar("ReplyT", bound=pydantic.BaseModel)
 
 
+def environ_redactor() -> Redactor:
+    """The secrets of this process's environment: the SDK keys and every other secret-named variable."""
+    return Redactor.of(environ=os.environ, values=[os.environ[name] for name in SECRET_ENV if os.environ.get(name)])
+
+
 def scrub(text: str | None) -> str | None:
-    """Text with any key the environment holds replaced: an error may quote a header."""
-    if text is None:
-        return None
-    for name in SECRET_ENV:
-        value = os.environ.get(name)
-        if value and len(value) >= 8:
-            text = text.replace(value, f"<{name}>")
-    return text
+    """Text with any secret the environment holds replaced: an error may quote a header."""
+    return None if text is None else environ_redactor().known(text)
 
 
 class CallOutcome(pydantic.BaseModel):
@@ -94,6 +96,7 @@ class LlmProviders(dg.ConfigurableResource):
             ) -> tuple[LlmCall, ReplyT | None]:
         """One call; a failure of any kind is in the record, never raised."""
         started = time.monotonic()
+        system, user = scrub(system), scrub(user)  # the model is never sent a secret of this process
         outcome, error = CallOutcome(), None
         try:
             outcome = (self._anthropic if provider == "anthropic" else self._openai)(model, system, user, reply)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import dagster as dg
 from packaging.version import InvalidVersion, Version
 
+from hyperloom_assets.core.secrets import mask_urls
+
 DEFAULT_INDEX_URL = "https://pypi.org/pypi"
 INDEX_URL_ENV = "HYPERLOOM_PACKAGE_INDEX_URL"
 SIMPLE_URL_ENV = "HYPERLOOM_PACKAGE_SIMPLE_URL"
@@ -41,7 +43,8 @@ def simple_index_url(base: str | None = None) -> str:
 class PackageIndexError(RuntimeError):
     def __init__(self, package: str, url: str, reason: str, status: int | None = None):
         self.package, self.url, self.reason, self.status = package, url, reason, status
-        super().__init__(f"package index: {package}: {url}: {reason}")
+        # An index URL may carry credentials (https://user:token@host/...): the message shows none.
+        super().__init__(f"package index: {package}: {mask_urls(url)}: {mask_urls(reason)}")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@
 machine keeps SQLite under `DAGSTER_HOME`. Dagster's Postgres storage drives psycopg2,
 and SQLAlchemy 2.1 reads a bare `postgresql://` as psycopg 3, so the URL is spelled
 with its driver (`postgresql+psycopg2://`) for both. The password may stay out of the URL,
-in `HYPERLOOM_POSTGRES_PASSWORD`, which is where dagster.yaml reads it from.
+in `HYPERLOOM_POSTGRES_PASSWORD`, which is where dagster.yaml reads it from. An error shows
+the URL without its password, in the userinfo or in the query (`?password=`, which libpq
+accepts, and any other secret-named parameter), and its reason without either.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
+
+from hyperloom_assets.core.secrets import Redactor, mask_urls, url_secrets
 
 POSTGRES_URL_ENV = "HYPERLOOM_POSTGRES_URL"
 POSTGRES_PASSWORD_ENV = "HYPERLOOM_POSTGRES_PASSWORD"
@@ -47,11 +51,14 @@ def with_psycopg2(url: str) -> str:
 
 
 def shown(url: str) -> str:
-    """The URL as an error may print it: without its password."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "<unparseable URL>"
+    """The URL as an error may print it: its passwords (userinfo, secret query parameters) `<redacted>`.
+    SQLAlchemy's `render_as_string(hide_password=True)` hides the userinfo's only."""
+    return mask_urls(url)
+
+
+def without_secrets(text: str, url: str) -> str:
+    """An error's text about `url` without the URL's passwords, wherever the driver echoed them."""
+    return Redactor.of(values=url_secrets(url)).text(text)
 
 
 def check_connects(url: str, source: str = POSTGRES_URL_ENV, timeout_s: int = 10) -> None:
@@ -62,7 +69,7 @@ def check_connects(url: str, source: str = POSTGRES_URL_ENV, timeout_s: int = 10
         with engine.connect():
             pass
     except (sa.exc.SQLAlchemyError, ImportError, ValueError) as error:
-        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        reason = without_secrets(str(getattr(error, "orig", None) or error).strip().splitlines()[0], url)
         raise DatabaseUnavailable(f"{source}: {shown(url)} does not connect: {reason}") from error
 
 

@@ -3,16 +3,20 @@
 One row per call (provider, model, prompt version, messages, reply text, tokens,
 latency, cost where known) and one per round (the proposals' fates and whether the
 rule planner took over), keyed by target and run. The tables are created on first use.
+Each row is redacted as it is written (core/secrets.py), as the result store's are: the
+prompts hold no secret of the target already, and none of this process's gets in either.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
 from hyperloom_assets.core.proposer.record import LlmCall, ProposerRound
+from hyperloom_assets.core.secrets import Redactor
 from hyperloom_assets.resources.store.database import ExtraTables
 
 METADATA = sa.MetaData()
@@ -58,9 +62,10 @@ class LlmCallLog(ExtraTables):
         with self.writing(f"proposer round {record.round} of {target}") as conn:
             for call in record.calls:
                 conn.execute(_call_row(target, run_id, call, now))
+            kept = record.model_dump(mode="json", exclude={"calls"})
             conn.execute(PROPOSER_ROUNDS.insert().values(
                 target=target, run_id=run_id, round=record.round,
-                record=record.model_dump_json(exclude={"calls"}), created_at=now))
+                record=json.dumps(Redactor.within(kept, os.environ).value(kept, exact=True)), created_at=now))
 
     def record_call(self, target: str, run_id: str | None, call: LlmCall) -> None:
         """A call outside a proposer round: the critic's review of a planned patch in the climb."""
@@ -83,7 +88,10 @@ class LlmCallLog(ExtraTables):
 
 
 def _call_row(target: str, run_id: str | None, call: LlmCall, now: datetime):
+    secrets = Redactor.of(environ=os.environ)
+    texts = {field: secrets.known(getattr(call, field)) if getattr(call, field) is not None else None
+             for field in ("reply_text", "parse_error", "call_error")}
     return LLM_CALLS.insert().values(
-        target=target, run_id=run_id, **call.model_dump(mode="json", exclude={"messages", "parsed"}),
-        messages=json.dumps([m.model_dump() for m in call.messages]),
+        target=target, run_id=run_id, **{**call.model_dump(mode="json", exclude={"messages", "parsed"}), **texts},
+        messages=json.dumps([{**m.model_dump(), "content": secrets.known(m.content)} for m in call.messages]),
         parsed=json.dumps(call.parsed) if call.parsed is not None else None, created_at=now)

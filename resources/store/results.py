@@ -14,6 +14,14 @@ rolls back whole and raises StoreWriteError naming the store and what it was rec
 so nothing already recorded is lost. Several runs may write one store at once: SQLite
 waits for another writer's lock instead of failing, and two processes creating the
 tables at once do not trip over each other.
+
+The store opens only its own database: it carries a schema version (schema.py), and one
+that is another application's is refused with one error naming it, before anything is
+created in it; its own older schema is migrated.
+
+No secret is stored (core/secrets.py): each record is redacted as it is written, of the
+secrets it names itself (a launch's argv and env, an upper-case env name in a record)
+and of those of this process's environment, so `<redacted>` stands where they were.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
-from hyperloom_assets.resources.store.database import check_connects, postgres_url, shown, with_psycopg2
+from hyperloom_assets.core.secrets import Redactor
+from hyperloom_assets.resources.store.database import check_connects, postgres_url, shown, with_psycopg2, without_secrets
+from hyperloom_assets.resources.store.schema import prepare_schema, refuse_foreign
 
 METADATA = sa.MetaData()
 
@@ -183,12 +193,15 @@ class ResultStore(dg.ConfigurableResource):
             else:
                 check_connects(url, "result store")
                 engine = sa.create_engine(url)
-            _create_tables(engine, url, METADATA)
+            # Its own database or none: refused, adopted, migrated and stamped (schema.py) before anything is created.
+            prepare_schema(engine, url, METADATA, lambda metadata: _create_tables(engine, url, metadata))
             self._engine = engine
         return self._engine
 
     def create_tables(self, metadata: sa.MetaData) -> None:
-        """Another module's tables in this database (database.ExtraTables), created as the store's are."""
+        """Another module's tables in this database (database.ExtraTables), created as the store's are,
+        and refused as they are where a table of their name is another application's."""
+        refuse_foreign(self.engine(), self.resolved_url(), metadata)
         _create_tables(self.engine(), self.resolved_url(), metadata)
 
     @contextmanager
@@ -200,16 +213,18 @@ class ResultStore(dg.ConfigurableResource):
         except sa.exc.SQLAlchemyError as error:
             raise StoreWriteError(f"result store {shown(self.resolved_url())}: could not record {what}; "
                                   f"this transaction was rolled back and earlier records are intact: "
-                                  f"{_reason(error)}") from error
+                                  f"{without_secrets(_reason(error), self.resolved_url())}") from error
 
     def record_measurement(self, *, target: str, kind: str, argv: list[str], env: dict[str, str],
                            started_at: datetime, measurement: dict | None = None, evidence: dict | None = None,
                            log_path: str | None = None, error: str | None = None, context_key: str | None = None,
                            fingerprint: str | None = None, run_id: str | None = None) -> int:
+        secrets = Redactor.of(env=env, argv=argv, environ=os.environ)
         row = dict(target=target, kind=kind, context_key=context_key, fingerprint=fingerprint, run_id=run_id,
-                   argv=json.dumps(argv), env=json.dumps(env), evidence=json.dumps(evidence),
+                   argv=json.dumps(secrets.argv(argv)), env=json.dumps(secrets.env(env)),
+                   evidence=json.dumps(secrets.value(evidence)),
                    log_path=log_path, measurement=json.dumps(measurement) if measurement else None,
-                   error=error, started_at=started_at, finished_at=_now())
+                   error=secrets.maybe_text(error), started_at=started_at, finished_at=_now())
         with self.writing(f"a {kind} measurement of {target}") as conn:
             return int(conn.execute(MEASUREMENTS.insert().values(**row)).inserted_primary_key[0])
 
@@ -222,6 +237,7 @@ class ResultStore(dg.ConfigurableResource):
 
     def record_trial(self, *, context_key: str, target: str, fingerprint: str, variant: dict, outcome: str,
                      record: dict, measurement_id: int | None, run_id: str | None) -> None:
+        variant, record = _redacted(variant, record)
         row = dict(context_key=context_key, target=target, fingerprint=fingerprint, run_id=run_id,
                    variant=json.dumps(variant), outcome=outcome, record=json.dumps(record),
                    measurement_id=measurement_id, created_at=_now())
@@ -237,6 +253,7 @@ class ResultStore(dg.ConfigurableResource):
 
     def record_look(self, *, context_key: str, fingerprint: str, look: int, record: dict,
                     run_id: str | None) -> None:
+        (record,) = _redacted(record)
         row = dict(context_key=context_key, fingerprint=fingerprint, look=look, run_id=run_id,
                    record=json.dumps(record), created_at=_now())
         where = (LOOKS.c.context_key == context_key, LOOKS.c.fingerprint == fingerprint, LOOKS.c.look == look)
@@ -253,6 +270,7 @@ class ResultStore(dg.ConfigurableResource):
             return [_decode(dict(row._mapping), ("record",)) for row in conn.execute(query)]
 
     def record_stop(self, *, target: str, stop_reason: str, detail: str = "", run_id: str | None = None) -> None:
+        (detail,) = _redacted(detail)
         row = dict(target=target, run_id=run_id, stop_reason=stop_reason, detail=detail, created_at=_now())
         with self.writing(f"stop reason {stop_reason} of {target}") as conn:
             conn.execute(STOPS.insert().values(**row))
@@ -266,6 +284,7 @@ class ResultStore(dg.ConfigurableResource):
 
     def record_baseline_attempt(self, *, target: str, fingerprint: str, outcome: str, detail: str = "",
                                 run_id: str | None = None) -> None:
+        (detail,) = _redacted(detail)
         row = dict(target=target, fingerprint=fingerprint, outcome=outcome, detail=detail, run_id=run_id, created_at=_now())
         with self.writing(f"a baseline attempt of {target} ({outcome})") as conn:
             conn.execute(BASELINE_ATTEMPTS.insert().values(**row))
@@ -277,6 +296,7 @@ class ResultStore(dg.ConfigurableResource):
 
     def record_stack(self, *, target: str, context_key: str, keepers: list[dict], result: dict,
                      run_id: str | None = None) -> None:
+        keepers, result = _redacted(keepers, result)
         row = dict(target=target, context_key=context_key, run_id=run_id, keepers=json.dumps(keepers),
                    result=json.dumps(result), created_at=_now())
         with self.writing(f"the validated stack of {target}") as conn:
@@ -339,7 +359,13 @@ def _create_tables(engine: sa.Engine, url: str, metadata: sa.MetaData) -> None:
             racing = "already exists" in str(error) or "duplicate key" in str(error)
             if attempt == 2 or not racing:
                 raise StoreWriteError(f"result store {shown(url)}: could not create its tables: "
-                                      f"{_reason(error)}") from error
+                                      f"{without_secrets(_reason(error), url)}") from error
+
+
+def _redacted(*values: Any) -> list[Any]:
+    """JSON values as the store keeps them: without the secrets they name, or this process's environment holds."""
+    secrets = Redactor.within(list(values), os.environ)
+    return [secrets.value(value) for value in values]
 
 
 def _decode(row: dict[str, Any], json_columns: tuple[str, ...]) -> dict[str, Any]:

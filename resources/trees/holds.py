@@ -26,8 +26,8 @@ State = tuple[str, str | None]  # (commit, patch text applied on it)
 class TreeHolds:
     """None-safe: without a tree (or a commit), a hold serves the venv's engine and waits for nothing."""
 
-    def __init__(self, tree: RunTree | None):
-        self.tree = tree
+    def __init__(self, tree: RunTree | None, package: str | None = None):
+        self.tree, self.package = tree, package  # package: the folder no patch may reach outside
         self.changed = threading.Condition()
         self.state: State | None = None  # what the worktree holds, as last checked out through these holds
         self.holders = 0  # servers serving it now
@@ -82,5 +82,5 @@ class TreeHolds:
         if self.state == wanted:
             return
         self.state = None  # a checkout that fails leaves the worktree in no known state
-        checkout(self.tree, *wanted)
+        checkout(self.tree, *wanted, package=self.package)
         self.state = wanted

@@ -22,12 +22,14 @@ from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.core.patches.run_tree import RunTree
 from hyperloom_assets.core.planning.stack import stack_spec
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.resources.trees.git import GitError
 from hyperloom_assets.resources.trees.holds import TreeHolds
 from hyperloom_assets.resources.trees.workspace import (
     PatchRejected,
     branch_head,
     check_applies,
     commit_patch,
+    patched_texts,
     reset_branch,
 )
 
@@ -46,9 +48,10 @@ def keep_message(record: TrialRecord) -> str:
 class TrialTrees:
     """None-safe: a target without a framework_tree serves the venv's engine and has no patches."""
 
-    def __init__(self, run_tree: RunTree | None):
+    def __init__(self, run_tree: RunTree | None, package: str | None = None):
         self.run_tree = run_tree
-        self.holds = TreeHolds(run_tree)
+        self.package = package  # the engine package's folder in the tree: no patch reaches outside it
+        self.holds = TreeHolds(run_tree, package)
         self.commits: dict[str, str] = {}  # fingerprint of a kept patch trial -> its commit
         self.commit_of: dict[str, str] = {}  # sha256 of every patch on the branch -> the commit that added it
         if run_tree is not None:
@@ -82,17 +85,29 @@ class TrialTrees:
         commit, text = self.served_state(keepers)  # the running best, as its launch serves it
         try:
             for patch in variant.patches:
-                check_applies(self.run_tree, commit, (text or "") + patch.text)
+                check_applies(self.run_tree, commit, (text or "") + patch.text, self.package)
         except PatchRejected as exc:
             return str(exc)
         return None
+
+    def patched_files(self, keepers: list[Variant], variant: Variant) -> tuple[tuple[str, str, str], ...]:
+        """(path, before, after) of each Python file the variant's patches change on the running best's tree,
+        for the critic; () without a tree, or when they do not apply (admit then refuses them)."""
+        if self.run_tree is None or not variant.patches:
+            return ()
+        commit, text = self.served_state(keepers)
+        try:
+            return tuple(patched_texts(self.run_tree, commit, text or "", "".join(p.text for p in variant.patches),
+                                       self.package))
+        except (PatchRejected, GitError, UnicodeDecodeError):
+            return ()
 
     def settle(self, record: TrialRecord) -> None:
         """After a trial: commit a kept patch on the branch (the worktree is left to the launches)."""
         if self.run_tree is None or record.outcome != "KEEP" or not record.variant.patches:
             return
         text = "".join(p.text for p in record.variant.patches)
-        self.commits[record.fingerprint] = commit_patch(self.run_tree, text, keep_message(record))
+        self.commits[record.fingerprint] = commit_patch(self.run_tree, text, keep_message(record), self.package)
         self.commit_of.update((p.sha256, self.commits[record.fingerprint]) for p in record.variant.patches)
 
     def rest(self) -> None:

@@ -180,7 +180,7 @@ def test_a_tree_targets_trials_at_once_never_change_the_worktree_under_a_server(
                                                                                 store) -> None:
     # Mutation: without the holds (resources/trees/holds.py) the patch trial's checkout lands
     # under the other trial's server, or two checkouts collide on git's index lock.
-    (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"box": {"kind": "local", "gpus": [0, 1]}}))
+    (tmp_path / "hosts.yaml").write_text(yaml.safe_dump({"box": {"kind": "local", "gpus": [0, 1, 2, 3]}}))
     monkeypatch.setenv("HYPERLOOM_HOSTS_FILE", str(tmp_path / "hosts.yaml"))
     monkeypatch.setenv(DEVICES_DIR_ENV, str(tmp_path / "devices"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -189,9 +189,10 @@ def test_a_tree_targets_trials_at_once_never_change_the_worktree_under_a_server(
     targets = tmp_path / "targets"
     targets.mkdir()
     (targets / "sim-tree.yaml").write_text(yaml.safe_dump({
-        "engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tree), "host": "box", "parallel_trials": 2,
+        "engine": "sim", "model": str(SIM_MODEL), "framework_tree": str(tree), "host": "box", "parallel_trials": 4,
         "server_args": ["--gpu", "H100", "--time-scale", "20", "--max-num-seqs", "2"], "patches": [str(lift)],
-        # The patch first, the flag beside it on the other slot: two trials at once, two states of one tree.
+        # The patch first, the flag beside it on the other pair of slots (each launch beside the baseline's):
+        # two trials at once, two states of one tree.
         "search_space": {"args": {"--max-num-seqs": [4]}, "only": True}, "accuracy": {"kind": "agreement", "prompts": 4},
         "workload": {"kind": "random", "isl": 256, "osl": 64, "concurrency": 16, "num_prompts": 32},
         "repeats": 2, "max_trials": 2, "target_gain_pct": 10000, "profile": False}))

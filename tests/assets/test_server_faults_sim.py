@@ -30,19 +30,24 @@ def leftover_servers(host) -> list:
 
 # A stalled trial is stopped at the overtime limit (twice the baseline's measuring) before
 # the client's read timeout: KILLED_OVERTIME. Without a limit (a baseline) it is `stalled`.
+# "bad-env": the trial's env (as a proposal may give it) is one no process can take: its
+# launch is refused before anything starts, where Popen's ValueError once failed the step.
 @pytest.mark.parametrize(("fault", "outcome", "error_class"), [
     ("exit", "FAILED", "server_gone"), ("http-500", "FAILED", "http_error"),
     ("drop-connection", "FAILED", "connection_dropped"), ("malformed-chunk", "FAILED", "malformed_stream"),
-    ("stall", "KILLED_OVERTIME", "overtime")])
+    ("stall", "KILLED_OVERTIME", "overtime"), ("bad-env", "FAILED", "launch_refused")])
 def test_a_trial_whose_server_misbehaves_mid_round_gets_a_clear_outcome(tmp_path, host, store, instance, monkeypatch,
                                                                         fault, outcome, error_class) -> None:
     write_target(tmp_path / "targets", FAST + ["--max-num-seqs", "4"], QUIET, max_trials=2)
     baseline, roofline = baseline_and_roofline(tmp_path / "targets", host, store, instance)
     target = TargetCatalog(folder=str(tmp_path / "targets")).target("sim")
-    script = tmp_path / "launches.txt"
-    script.write_text(f"{fault}@{MID_ROUND}\n")  # the first trial's server misbehaves mid-round; the rest do not
-    monkeypatch.setenv(SCRIPT_ENV, str(script))
     broken = variant("one-misbehaving-server", "--max-num-seqs", "8")
+    if fault == "bad-env":
+        broken = broken.model_copy(update={"set_env": {"VLLM_X=Y": "1"}})
+    else:
+        script = tmp_path / "launches.txt"
+        script.write_text(f"{fault}@{MID_ROUND}\n")  # the first trial's server misbehaves mid-round; the rest do not
+        monkeypatch.setenv(SCRIPT_ENV, str(script))
     # A sure loss, decided at its first launch (REVERT, or KILLED_OVERTIME at four times
     # slower): a variant under review would relaunch the best beside it, and a best whose
     # 0.1 s rounds meet a scheduling hiccup past twice the baseline's is a FAILED trial.
@@ -52,9 +57,13 @@ def test_a_trial_whose_server_misbehaves_mid_round_gets_a_clear_outcome(tmp_path
 
     first, second = result.climb.trials
     assert (first.outcome, first.error_class) == (outcome, error_class), first.decision.reason
-    if outcome == "FAILED":
+    if fault == "bad-env":
+        assert first.decision.reason.startswith("launch_refused: ") and "'VLLM_X=Y'" in first.decision.reason
+        assert first.env.get("VLLM_X=Y") == "1", "the refused env is kept with the trial"
+    elif outcome == "FAILED":
         assert first.decision.reason.startswith(f"{error_class}: ") and "requests failed" in first.decision.reason
-    assert first.argv and "8" in first.argv, "the failed launch's argv is kept"
+    if fault != "bad-env":  # a refused launch has no argv: nothing was started
+        assert first.argv and "8" in first.argv, "the failed launch's argv is kept"
     row = next(row for row in store.measurements("sim", "trial") if row["fingerprint"] == first.fingerprint)
     assert row["measurement"] is None and row["error"].startswith(f"{error_class}: ")
     assert second.outcome != "FAILED", "the climb goes on after a misbehaving server"

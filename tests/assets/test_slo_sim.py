@@ -52,13 +52,16 @@ def test_the_baseline_and_the_stack_carry_the_slo_verdict_and_goodput_is_the_obj
             .asset_materialization
         logs = [e.message for e in instance.all_logs(result.run_id) if e.user_message]
     contract = result.asset_value("baseline").contract
-    assert contract.num_prompts == 30, "16 asked, 30 per round so that 2 rounds give a p95 bound its 59 requests"
+    assert contract.num_prompts == 156, ("16 asked, 156 per round so that 2 rounds give a p95 verdict its power: "
+                                         "311 requests (slo_power.requests_for_power)")
     assert contract.workload.slo.ttft_ms == 60000, "each round's goodput counts under the SLO"
-    assert any("slo: 30 prompts per round (60 per launch over 2 repeats)" in m for m in logs)
+    assert any("slo: 156 prompts per round (312 per launch over 2 repeats)" in m and "311 read a config at 80%" in m
+               for m in logs)
     verdict = base.metadata["slo"].value
     assert verdict["met"] is True and verdict["percentile"] == 95 and verdict["launches"] == 1, verdict
     assert 0 < verdict["ttft_ms"] <= verdict["ttft_upper_ms"] <= 60000 and verdict["tpot_ms"] is None, verdict
-    assert base.metadata["latency"].value["ttft_ms"]["count"] == 60
+    assert base.metadata["latency"].value["ttft_ms"]["count"] == 312
+    assert verdict["requests"] == 312 and verdict["requests_for_power"] == 311, verdict
     final = stack.metadata["slo"].value
     assert final["met"] is True and final["launches"] == 2 and final["e2e_upper_ms"] <= 120000, final
     text = Path(report.metadata["report_path"].value).read_text()
@@ -137,14 +140,21 @@ def test_only_configs_within_the_slo_are_kept_and_the_stack_is_near_the_best_of_
     assert f"the baseline serves {capacity['baseline']:g} concurrent streams within it" in report_text, report_text
     assert f"the stack {capacity['stack']:g}" in report_text, report_text
     # Every measurement on one plane, the trials that broke the SLO and the capacity probes included;
-    # the pick is the frontier's most throughput per GPU within the SLO.
+    # the pick is the most throughput per GPU of the points that meet the SLO (with a per-token TPOT),
+    # read off the rows alone, whatever either frontier holds.
     pick = report.metadata["recommended"].value
     frontier = report.metadata["pareto_frontier"].value.records
     assert pick["meets_slo"] is True and pick["config"] in ("stack", "--max-num-batched-tokens=512"), pick
     assert any(r.data["kind"] == "capacity" for r in frontier) and any(r.data["meets_slo"] == "no" for r in frontier)
-    best = max((r.data for r in frontier if r.data["on_frontier"] and r.data["meets_slo"] == "yes"),
+    best = max((r.data for r in frontier if r.data["meets_slo"] == "yes" and r.data["tok_s_per_user"] is not None),
                key=lambda r: r["tok_s_per_gpu"])
     assert best["measurement_id"] == pick["measurement_id"] and best["recommended"] is True, (best, pick)
+    # Each point is named by the config it measured, whatever step measured it: the baseline's later
+    # launches (a validation pair's base side, its sweep and capacity rounds) are the baseline's.
+    named = {(r.data["kind"], r.data["config"]) for r in frontier}
+    assert {("validation", "baseline"), ("sweep", "baseline"), ("capacity", "baseline")} <= named, named
+    assert not climb.keepers or {("validation", "stack"), ("sweep", "stack"), ("capacity", "stack")} <= named, named
+    assert all(r.data["config"] != "unrecorded" for r in frontier), named
     assert any(r.data["kind"] == "trial" and r.data["meets_slo"] == "no" for r in frontier)
     assert f"Recommended for the SLO: **{pick['config']}** at concurrency {pick['concurrency']}" in report_text
     assert Path(report.metadata["plot_pareto"].value).stat().st_size > 0

@@ -1,4 +1,4 @@
-"""A parallel climb (`parallel_trials: 3` on a host that declares 4 GPUs) killed outright
+"""A parallel climb (`parallel_trials: 4` on a host that declares 4 GPUs) killed outright
 (SIGKILL) through `dagster job execute` while trials measure at once: the next run replays
 every trial and launch the killed one finished, measures none of them again, reaps the
 orphan servers and takes over the dead run's device leases, and completes."""
@@ -38,11 +38,11 @@ REPLAYED_LAUNCH = re.compile(r"- trials - trial \d+ [^\n]*: launch \d+ \([a-z]+\
 REPLAYED_TRIAL = re.compile(r"- trials - trial \d+ [^\n]*: [A-Z_]+ \([^\n]*, replayed from the ledger$", re.M)
 ROLE_IDS = {"variant": "measurement_ids", "best": "best_measurement_ids", "rebench": "rebench_measurement_ids"}
 UPTO_TRIALS = "baseline,roofline,profile,candidates,trials"
-# Three values of the cap and one of the batch: more trials than the run's three slots, so a
-# trial settles while others measure. At time scale 2 a launch measures for seconds and three
-# servers with their clients do not starve each other of two cores (tests/assets/test_parallel_sim.py).
+# Three values of the cap and one of the batch: more trials than the run's two pairs of slots (each
+# launch beside one of the best's), so a trial settles while others measure. At time scale 2 a launch
+# measures for seconds and four servers with their clients do not starve each other of two cores.
 PARALLEL_TARGET = {
-    "engine": "sim", "model": str(SIM_MODEL), "host": "box", "parallel_trials": 3,
+    "engine": "sim", "model": str(SIM_MODEL), "host": "box", "parallel_trials": 4,
     "server_args": ["--gpu", "H100", "--time-scale", "2", "--max-num-seqs", "4"],
     "search_space": {"args": {"--max-num-seqs": [8, 16, 32], "--max-num-batched-tokens": [4096]}, "only": True},
     "workload": {"kind": "random", "isl": 256, "osl": 32, "concurrency": 16, "num_prompts": 32},
@@ -183,8 +183,8 @@ def test_sigkill_with_trials_in_flight_resumes_without_measuring_a_finished_laun
     time.sleep(1)
     assert [pid for pid in killed.servers if running(pid)], "the killed run's servers are orphans"
     held = HostLeases(store).of_host("box")
-    assert {lease.holder.run_id for lease in held} == {killed.run_id} and len(held) == 3, \
-        "the dead run still holds its three devices"
+    assert {lease.holder.run_id for lease in held} == {killed.run_id} and len(held) == 4, \
+        "the dead run still holds its four devices"
 
     # Re-executed from the failed step, as Dagster's "from failure" does: the baseline stands.
     resumed = execute("optimize_job", "sim", home, targets, timeout_s=DEADLINE_S, select="trials")

@@ -99,6 +99,25 @@ def test_a_password_reaches_the_instance_from_the_environment_only(tmp_path, pos
         assert instance.get_runs() == []  # it connected as the role, with the password
 
 
+def test_a_password_in_the_query_reaches_the_instance_from_the_environment_only(tmp_path, postgres_url,
+                                                                               monkeypatch) -> None:
+    """libpq takes `?password=` as well as the userinfo's: it is routed the same way, never written."""
+    role, password = _password_role(postgres_url)
+    in_query = postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@") + f"?password={password}"
+    done = instance_config(tmp_path, HYPERLOOM_POSTGRES_URL=in_query)
+    assert done.returncode == 0, done.stderr
+    assert "HYPERLOOM_POSTGRES_PASSWORD" in done.stderr, "the operator is told where Dagster reads it"
+    written = (tmp_path / "dagster.yaml").read_text()
+    assert password not in written
+    assert yaml.safe_load(written)["storage"]["postgres"]["postgres_db"]["password"] == {"env": "HYPERLOOM_POSTGRES_PASSWORD"}
+    monkeypatch.setenv("HYPERLOOM_POSTGRES_PASSWORD", password)
+    with load(tmp_path) as instance:
+        assert instance.get_runs() == []  # it connected as the role, with the password
+    refused = instance_config(tmp_path / "other", HYPERLOOM_POSTGRES_URL=in_query.replace(password, "wrong-one"))
+    assert refused.returncode == 1 and "password authentication failed" in refused.stderr
+    assert "wrong-one" not in refused.stderr and "password=<redacted>" in refused.stderr, "the error masks it"
+
+
 def test_the_password_may_stay_out_of_the_url_for_the_store_too(tmp_path, postgres_url) -> None:
     role, password = _password_role(postgres_url)
     without = postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@")

@@ -48,8 +48,14 @@ REFUSED = {
     "outside-patch": ("patch_outside_package", change("outside-patch", patch=outside_patch())),
     "stale-patch": ("patch_not_applying", change("stale-patch", patch=stale_patch())),
     "mode-only-patch": ("patch_not_applying", change("mode-only-patch", patch=mode_only_patch())),
+    # The allowlist (issue 48, point 3): argparse reads `--hos` as --host and the probe's parser takes
+    # `--max-num-seq` for --max-num-seqs; an env name the grid and the target do not list is refused.
+    "abbreviated-host": ("flag_identity", change("abbreviated-host", ["--hos", "0.0.0.0"])),
+    "abbreviated-cap": ("flag_not_allowed", change("abbreviated-cap", ["--max-num-seq", "8"])),
+    "insecure-env": ("env_not_allowed", change("insecure-env", env={"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"})),
 }
-GOOD = change("raise the cap", ["--max-num-seqs", "32"], env={"VLLM_LOGGING_LEVEL": "WARNING"},
+# The env knob is one of the grid's (the sim serves it and models no effect of it).
+GOOD = change("raise the cap", ["--max-num-seqs", "32"], env={"VLLM_CPU_KVCACHE_SPACE": "4"},
               rationale="the cap (4) binds under concurrency 16; this will gain 300% and reach 2x tok/s")
 HELD = change("tag the perf model", patch=applying_patch())
 

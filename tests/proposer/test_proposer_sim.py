@@ -3,7 +3,8 @@
 The whole optimize_job runs: the model's good proposal is tried first and kept; every
 refused proposal is refused by its rule and never launched; each call is recorded in the
 store and as an observation on `candidates`; a canary API key, planted in the
-environment, reaches the server as the SDK's header and appears nowhere else.
+environment, reaches the server as the SDK's header and appears nowhere else; a token in the
+target's env reaches the server and appears in no prompt, record, metadata or report.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.proposer.proposals import APPROVE, GOOD, REFUSED, change, first_reply
 from tests.proposer.scripted_llm import ScriptedLlm
 
 CANARY = "sk-canary-7f3e9a1c5b2d4e6f8a0b"
+TARGET_TOKEN = "hf_target-canary-4c2e8a6b0d9f"
 
 
 def write_target(folder: Path, **extra) -> None:
@@ -47,8 +49,9 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
         monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{llm.port}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", CANARY)
         write_target(tmp_path / "targets", proposer={"provider": "openai", "model": "scripted-model",
-                                                     "max_proposals": 10, "max_rounds": 2,
-                                                     "price_per_mtok": [3.0, 15.0]})
+                                                     "max_proposals": 13, "max_rounds": 2,
+                                                     "price_per_mtok": [3.0, 15.0]},
+                     env={"HF_TOKEN": TARGET_TOKEN})
         defs = build_defs(tmp_path / "targets", host=host, store=store)
         (tmp_path / "dagster").mkdir()
         with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
@@ -64,7 +67,7 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     first = trials[0]
     assert (first.name, first.outcome) == ("llm: raise the cap", "KEEP"), "the model's proposal goes first and is kept"
     assert first.variant.trial_provenance() == "llm:openai/scripted-model"
-    assert first.env.get("VLLM_LOGGING_LEVEL") == "WARNING", "the proposal's env knob was in the launch's environment"
+    assert first.env.get("VLLM_CPU_KVCACHE_SPACE") == "4", "the proposal's env knob was in the launch's environment"
     assert first.variant.llm.verdict == "approve" and first.variant.llm.critic_reasons
     assert "[claim discarded]" in first.variant.llm.rationale and "300%" not in first.variant.llm.rationale
     launched = " ".join(" ".join(t.argv) for t in trials)
@@ -111,6 +114,17 @@ def test_a_proposal_is_kept_the_refused_are_refused_by_their_rule_and_the_key_is
     assert report_dirs and all(CANARY not in p.read_text() for p in report_dirs), "the key is in the report"
     assert files_holding(tmp_path, CANARY) == [], "the key is in no file at all"
 
+    assert result.asset_value("baseline").spec.env["HF_TOKEN"] == TARGET_TOKEN, "the server is launched with it"
+    assert first.env["HF_TOKEN"] == TARGET_TOKEN, "and so is each trial's"
+    sent = [json.dumps(r["body"]) for r in llm.requests] + [m.content for c in calls for m in c.messages]
+    assert '"HF_TOKEN":"<redacted>"' in calls[0].messages[1].content, "the model sees the variable, not its value"
+    for where, texts in {"the prompts sent and recorded": sent, "the event log": events + stored_events}.items():
+        assert not any(TARGET_TOKEN in t for t in texts), f"the target's token is in {where}"
+    assert 'HF_TOKEN="$HF_TOKEN"' in report_dirs[0].read_text(), "the Reproduce block reads it from the pasting shell"
+    dagster_storage = tmp_path / "dagster" / "storage"  # the assets' outputs: the launches need the real value
+    holding = [p for p in files_holding(tmp_path, TARGET_TOKEN) if dagster_storage not in p.parents]
+    assert holding == [tmp_path / "targets" / "sim.yaml"], "the store, the report, the run folders hold none"
+
 
 def test_the_anthropic_wire_format_parses_both_replies(monkeypatch) -> None:
     with ScriptedLlm({"proposer": [first_reply()], "critic": [APPROVE]}) as llm:
@@ -134,7 +148,7 @@ def test_the_anthropic_wire_format_parses_both_replies(monkeypatch) -> None:
 
 
 
-ENV_KNOB = change("cap and quieter logs", ["--max-num-seqs", "32"], env={"VLLM_LOGGING_LEVEL": "WARNING"},
+ENV_KNOB = change("cap and more kv room", ["--max-num-seqs", "32"], env={"VLLM_CPU_KVCACHE_SPACE": "4"},
                   rationale="the cap (4) binds under concurrency 16")
 
 
@@ -151,6 +165,6 @@ def test_an_env_knob_proposed_through_the_anthropic_sdk_is_launched_and_judged(t
     schema = llm.requests[0]["body"]["output_config"]["format"]["schema"]
     assert schema["$defs"]["EnvSetting"]["required"] == ["name", "value"], "env as {name, value} on the wire"
     trial = result.asset_value("trials").climb.trials[0]
-    assert trial.name == "llm: cap and quieter logs" and trial.outcome in ("KEEP", "REVERT"), trial.decision
-    assert trial.env.get("VLLM_LOGGING_LEVEL") == "WARNING", "the knob was in the launch's environment"
+    assert trial.name == "llm: cap and more kv room" and trial.outcome in ("KEEP", "REVERT"), trial.decision
+    assert trial.env.get("VLLM_CPU_KVCACHE_SPACE") == "4", "the knob was in the launch's environment"
     assert trial.variant.llm.critic == "llm:anthropic/scripted-model"

@@ -56,7 +56,8 @@ def fast_but_wrong(tree: Path, path: Path) -> Path:
 # launch that alternates an edited llama.py with the original one pays a subprocess of about
 # 10 s of imports here to inspect it again.
 SLOW_STEP = ("        if self.logits_as_input:\n",
-             "        __import__('time').sleep(0.02)  # a slowdown\n        if self.logits_as_input:\n")
+             "        import time; time.sleep(0.02)  # a slowdown (the critic refuses any __import__)\n"
+             "        if self.logits_as_input:\n")
 
 
 def test_patches_on_vllm_cpu_are_gated_measured_committed_and_a_slowdown_shows(tmp_path, tiny_model, host,

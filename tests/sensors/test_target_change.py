@@ -136,11 +136,13 @@ def test_file_added_after_load_says_reload_and_missing_tree_names_the_file(tmp_p
     write_target(folder, "sim-a", framework_tree=str(tmp_path / "no-such-tree"))
     defs = defs_with_sensors(folder, host, store)
     write_target(folder, "sim-late")
+    (folder / "...yaml").write_text((folder / "sim-late.yaml").read_text())  # its stem, `..`, is no name
 
     result = tick(defs, SENSOR, instance, None)
 
     message = result.skip_reason.skip_message
     assert f"{folder / 'sim-late.yaml'} is not a partition yet: reload the code location" in message
+    assert f"{folder / '...yaml'} skipped: its name '..' is not a target name" in message
     assert f"{folder / 'sim-a.yaml'} skipped: framework_tree" in message
     assert json.loads(result.cursor)["targets"] == {}
 

@@ -18,7 +18,8 @@ from tests.sim.conftest import LLAMA_8B
 WORKLOAD = Workload(kind="random", isl=64, osl=16, concurrency=2, num_prompts=8)
 FAST = ["--gpu", "H100", "--time-scale", "20"]
 EXPECTED = {"exit": "server_gone", "stall": "stalled", "http-500": "http_error",
-            "malformed-chunk": "malformed_stream", "drop-connection": "connection_dropped"}
+            "malformed-chunk": "malformed_stream", "wrong-shape-chunk": "malformed_stream",
+            "endless-line": "oversized_stream", "drop-connection": "connection_dropped"}
 
 
 def test_every_fault_has_its_expected_class() -> None:

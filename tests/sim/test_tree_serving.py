@@ -16,6 +16,7 @@ from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.core.patches.library import library_patch, library_patches
 from hyperloom_assets.resources.hosts.engine_origin import check_tree_imports
+from hyperloom_assets.resources.hosts.process_group import MARKER_ENV, read_pidfiles
 from hyperloom_assets.resources.trees.git import git, git_out
 from hyperloom_assets.resources.trees.workspace import (
     PatchRejected,
@@ -54,6 +55,36 @@ def test_the_server_runs_the_trees_code_and_a_commit_changes_what_is_served(tmp_
     git(tree, "commit", "-qm", "perturb the synthetic model")
     _, after = serve_tokens(host, tree, tmp_path / "run-2")
     assert after != before, "the committed change is what the server runs"
+
+
+# What the run's environment holds and a served patch must never see: the LLM providers'
+# keys, the store's and the broker's secrets, the user's SSH agent, and credentials under a
+# prefix a server does inherit (the platform's HF_, the engine's own).
+RUN_CREDENTIALS = {"ANTHROPIC_API_KEY": "sk-ant-canary1", "OPENAI_API_KEY": "sk-canary2", "PGPASSWORD": "canary3",
+                   "HYPERLOOM_POSTGRES_PASSWORD": "canary4", "HYPERLOOM_CELERY_BROKER": "redis://:canary5@broker:6379/0",
+                   "SSH_AUTH_SOCK": "/tmp/ssh-canary6/agent.1", "HF_TOKEN": "hf_canary7", "VLLM_API_KEY": "canary8",
+                   "HYPERLOOM_SIM_API_TOKEN": "canary9"}
+ENV_DUMP = "hyperloom-test-environment: "
+
+
+def test_a_served_patch_that_prints_its_environment_finds_no_credential_of_the_run(tmp_path, host, monkeypatch) -> None:
+    tree = init_tree("sim", tmp_path / "sim-tree")
+    (tree / "hyperloom_assets" / "__init__.py").write_text(
+        f"import json, os, sys\nsys.stderr.write({ENV_DUMP!r} + json.dumps(dict(os.environ)) + '\\n')\n")
+    git(tree, "commit", "-qam", "a proposal that reads its environment")
+    for name, value in RUN_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    spec = ServerSpec(engine="sim", model=LLAMA_8B, server_args=SIM_ARGS, framework_tree=tree,
+                      env={"TARGET_KNOB": "from-the-target"})
+    with host.serve(spec, tmp_path / "run") as launch:
+        (_, record), = read_pidfiles(host.pid_dir())
+        dumps = [line for line in launch.log_path.read_text().splitlines() if line.startswith(ENV_DUMP)]
+    assert dumps, "the patch ran in the server"
+    served = json.loads(dumps[0][len(ENV_DUMP):])
+    assert not set(served) & set(RUN_CREDENTIALS), sorted(set(served) & set(RUN_CREDENTIALS))
+    assert not [name for name, value in served.items() if any(v in value for v in RUN_CREDENTIALS.values())]
+    assert served["TARGET_KNOB"] == "from-the-target" and served["PATH"] == os.environ["PATH"]
+    assert served[MARKER_ENV] == record.marker, "the reaper's marker reaches the server"
 
 
 def test_a_tree_whose_engine_does_not_import_or_is_not_there_fails_saying_so(tmp_path, host) -> None:

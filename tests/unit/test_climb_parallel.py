@@ -1,6 +1,7 @@
-"""The parallel climb (core/decisions/parallel.py): trials measured at once, one slot each, judged by the
-serial climb's rule and settled as they finish; a KEEP overtaken by another is superseded and judged
-again on the new stack; a killed run replays what it settled and the launches it finished."""
+"""The parallel climb (core/decisions/parallel.py): trials measured at once, each launch of a trial's
+config beside a launch of the running best, judged by the serial climb's rule and settled as they
+finish; a KEEP overtaken by another is superseded and judged again on the new stack; a killed run
+replays what it settled and the launches it finished."""
 
 from __future__ import annotations
 
@@ -51,35 +52,35 @@ def run(plan, measure, slots: int, ledger: MemoryLedger | None = None, **budget)
     return climb_parallel(BASE, 1.0, Budget(**limits), plan, measure, ledger or MemoryLedger(), slots=slots)
 
 
-def test_trials_start_with_the_baselines_fresh_launch_and_keep_what_the_serial_climb_keeps() -> None:
+def test_trials_start_beside_launches_of_the_baseline_and_keep_what_the_serial_climb_keeps() -> None:
     plan = lambda keepers, tried: [BUDGET, CAP, NOOP] if not keepers else [BUDGET, NOOP]  # noqa: E731
     slots = Slots(physics)
     parallel = run(plan, slots, slots=4)
     serial = climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, physics, MemoryLedger())
     assert [k.name for k in parallel.keepers] == [k.name for k in serial.keepers] == ["cap", "budget"]
     assert slots.most == 4
-    assert Counter(slots.calls[:4]) == {((), None): 1, ((), "budget"): 3}, \
-        "the baseline's fresh launch, and the plan's first variant launched for its looks and rebench, at once"
+    assert Counter(slots.calls[:4]) == {((), None): 2, ((), "budget"): 2}, \
+        "the plan's first variant launched for its looks and rebench, each beside a launch of the baseline, at once"
     first = {(t.name, t.outcome) for t in parallel.trials if t.against == "baseline"}
     assert first == {("budget", "REVERT"), ("cap", "KEEP"), ("noop", "REVERT")}
     relaunched = sum(len(t.best_launches) for t in parallel.trials if t.against == "baseline")
-    assert len(parallel.evidence["baseline"]) == 1 + 1 + relaunched, "the fresh launch joined the baseline's"
+    assert len(parallel.evidence["baseline"]) == 1 + relaunched, "each launch of the baseline joined its evidence"
 
 
 def test_the_first_variant_on_each_best_is_decided_and_rebenched_on_launches_started_at_once() -> None:
-    """The cap, first on the baseline, and the budget, first on the cap: each launched three times at
-    once, its first look and its rebench answered from those; the launch no look asked for is kept as
-    a spare, never a look of the trial."""
+    """The cap, first on the baseline, and the budget, first on the cap: on four slots each launched
+    twice at once, each beside a launch of the running best, its first look and its rebench answered
+    from those."""
     plan = lambda keepers, tried: [CAP] if not keepers else [BUDGET]  # noqa: E731
     slots, looks = Slots(physics), []
     result = run(plan, slots, slots=4, ledger=MemoryLedger(looks=looks))
     assert [(t.name, t.outcome, t.measurements, t.rebenches) for t in result.trials] == \
         [("cap", "KEEP", 1, 1), ("budget", "KEEP", 1, 1)]
-    assert slots.calls.count(((), "cap")) == 3 and slots.calls.count((("cap",), "budget")) == 3
-    assert (("cap",), None) not in slots.calls and (("cap", "budget"), None) not in slots.calls, \
-        "each rebench took a launch started with the trial's first look"
+    assert slots.calls.count(((), "cap")) == 2 and slots.calls.count((("cap",), "budget")) == 2
+    assert slots.calls.count((("cap",), None)) == 2, "the cap launched beside each of the budget's launches"
+    assert (("cap", "budget"), None) not in slots.calls, "the rebench took a launch started with the first look"
     assert [look.role for look in looks if look.trial == result.trials[1].fingerprint] == \
-        ["variant", "rebench", "spare"]
+        ["best", "variant", "best", "rebench"]
 
 
 class LaunchClock(Slots):
@@ -114,30 +115,31 @@ def test_four_slots_reach_the_serial_keepers_in_at_most_40_percent_of_its_chain_
 def test_a_variant_started_ahead_whose_first_look_reverts_leaves_its_other_launches_as_spares() -> None:
     plan = lambda keepers, tried: [NOOP, CAP]  # noqa: E731
     looks: list = []
-    result = run(plan, Slots(physics), slots=3, ledger=MemoryLedger(looks=looks))
+    result = run(plan, Slots(physics), slots=4, ledger=MemoryLedger(looks=looks))
     noop = next(t for t in result.trials if t.name == "noop" and t.against == "baseline")
     assert (noop.outcome, noop.measurements) == ("REVERT", 1)
-    assert [look.role for look in looks if look.trial == noop.fingerprint] == ["variant", "spare"], \
-        "three slots: the baseline's fresh launch and two of the noop's; the second, unasked, recorded"
+    assert [look.role for look in looks if look.trial == noop.fingerprint] == ["best", "variant", "spare", "spare"], \
+        "four slots: two of the noop's, each beside the baseline's; the second pair, unasked, recorded"
+    assert len(noop.best_launches) == 2, "a launch of the best started beside it is the best's evidence all the same"
     assert [k.name for k in result.keepers] == ["cap"]
 
 
-def test_a_keepers_first_trials_compare_with_its_rebench_not_a_fresh_launch_of_it() -> None:
-    """Only the baseline, measured once, is launched again beside its first trials: a keeper's evidence
-    ends with its stack's rebench, a launch of the moment its first trials start."""
+def test_a_keepers_trials_have_it_launched_beside_each_of_their_launches() -> None:
+    """A keeper's rebench is of the moment it was kept, not of its later trials' looks: each of them has
+    the keeper launched beside it. Two slots: one trial at a time, the best on the other slot."""
     plan = lambda keepers, tried: [CAP] if not keepers else [BUDGET, NOOP]  # noqa: E731
     slots = Slots(physics)
-    result = run(plan, slots, slots=2)  # no slot free beside the cap's first look: its rebench is launched after
+    result = run(plan, slots, slots=2)
     assert [k.name for k in result.keepers] == ["cap", "budget"]
     on_cap = [t for t in result.trials if t.against == "stack of 1 keeper(s)"]
     launched = slots.calls.count((("cap",), None))
-    assert launched == 1 + sum(len(t.best_launches) for t in on_cap), \
-        "the cap's rebench, and the best's launches its trials' own looks asked for"
+    assert launched == sum(len(t.best_launches) for t in on_cap) == sum(t.measurements + t.rebenches for t in on_cap), \
+        "the best's launches, one beside each look and rebench of its trials"
 
 
 def test_a_keep_overtaken_by_another_is_superseded_and_judged_again_on_the_new_stack() -> None:
     plan = lambda keepers, tried: [CAP, ASYNC]  # noqa: E731
-    result = run(plan, Slots(paying), slots=5)  # the baseline's fresh launch, three of the cap's, one of async
+    result = run(plan, Slots(paying), slots=8)  # three of the cap's and one of async's, each beside the baseline's
     assert len(result.trials) == 3
     kept = next(t for t in result.trials if t.outcome == "KEEP" and t.against == "baseline")
     overtaken = next(t for t in result.trials if t.outcome == "SUPERSEDED")
@@ -214,8 +216,8 @@ def test_a_run_interrupted_while_trials_are_in_flight_starts_no_further_launch()
 
     plan = lambda keepers, tried: [NOOP, CAP]  # noqa: E731
     with pytest.raises(KeyboardInterrupt):
-        # six slots: the baseline's fresh launch, three of the noop's, the cap's first look, one free
-        climb_parallel(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, slots, Interrupted(), slots=6)
+        # eight slots: three of the noop's and the cap's first look, each beside the baseline's
+        climb_parallel(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, slots, Interrupted(), slots=8)
     assert at_interrupt and ((), "cap") in slots.calls[:at_interrupt[0]], "the cap's first look was in flight"
     assert len(slots.calls) == at_interrupt[0], "no launch started after the interrupt"
 
@@ -233,9 +235,73 @@ def ladder(keepers, v) -> TrialMeasurement:
 
 def test_two_values_of_one_knob_run_at_once_and_the_overtaken_one_is_judged_against_the_new_best() -> None:
     plan = lambda keepers, tried: [CAP, CAP32]  # noqa: E731
-    result = run(plan, Slots(ladder), slots=3)
+    result = run(plan, Slots(ladder), slots=8)  # three of the cap's and one of cap32's, each beside the baseline's
     kept, overtaken, again = result.trials[:3]
     assert {kept.name, overtaken.name} == {"cap", "cap32"} and overtaken.outcome == "SUPERSEDED"
     assert again.name == overtaken.name and again.fingerprint == f"{overtaken.fingerprint}@{kept.fingerprint}", \
         "the same config, judged with launches of its own against the new best"
     assert [k.name for k in result.keepers][-1] == "cap32", "the better value ends on top, whichever settled first"
+
+
+class Served(Slots):
+    """Slots that number each launch (its measurement id) and keep when it started and ended."""
+
+    def __init__(self, physics_of):
+        super().__init__(physics_of)
+        self.spans: dict[int, tuple[float, float]] = {}
+
+    def __call__(self, keepers, v) -> TrialMeasurement:
+        with self.lock:
+            launch = len(self.spans) + 1
+            self.spans[launch] = (time.monotonic(), float("inf"))
+        result = super().__call__(keepers, v)
+        self.spans[launch] = (self.spans[launch][0], time.monotonic())
+        return result.model_copy(update={"measurement_id": launch})
+
+    def at_once(self, a: int, b: int) -> bool:
+        return self.spans[a][0] < self.spans[b][1] and self.spans[b][0] < self.spans[a][1]
+
+
+def test_every_launch_of_a_trials_config_is_served_beside_a_launch_of_the_best() -> None:
+    """Each look and rebench of every trial, the first trials on a keeper included, is served at the same
+    moment as a launch of the running best, the one it is compared with; those launches are the trial's
+    launches of the best, and the ledger holds every launch the host ran."""
+    # Mutation: relaunching the best only while it has fewer than two launches (and from the second look on,
+    # after the variant's launches started ahead) leaves the cap's trials' first looks with no best beside them.
+    plan = lambda keepers, tried: [CAP, NOOP] if not keepers else [BUDGET, NOOP]  # noqa: E731
+    served, looks = Served(physics), []
+    result = run(plan, served, slots=4, ledger=MemoryLedger(looks=looks))
+    assert [k.name for k in result.keepers] == ["cap", "budget"]
+    assert any(t.against == "stack of 1 keeper(s)" for t in result.trials)
+    for trial in result.trials:
+        ours = trial.measurement_ids + trial.rebench_measurement_ids
+        assert len(trial.best_measurement_ids) >= len(ours), (trial.name, trial.against)
+        assert all(served.at_once(a, b) for a, b in zip(ours, trial.best_measurement_ids)), \
+            f"{trial.name} against {trial.against}: each launch beside a launch of the best, in the order asked"
+    assert len(looks) == len(served.spans), "every launch, the best's beside the trials' included, is in the ledger"
+
+
+def close_calls():
+    """The cap reads 104, 101, 106 in turn against the baseline's 100: under review at its first look."""
+    reads = itertools.count()
+
+    def measured(keepers, v) -> TrialMeasurement:
+        level = [104.0, 101.0, 106.0][next(reads) % 3] if "--max-num-seqs" in flags(keepers, v) else 100.0
+        return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0)
+    return measured
+
+
+def test_a_deep_trials_second_look_compares_with_a_launch_of_the_best_from_its_own_wave() -> None:
+    """The plan's first variant on four slots starts its first two looks at once, each beside a launch of
+    the baseline: its second look's best was served with it, in the first wave, not after it."""
+    # Mutation: the second look's best relaunched when the look is asked (after the look's launch
+    # started ahead has ended), as before, is served after the look it is compared with.
+    served = Served(close_calls())
+    result = run(lambda keepers, tried: [CAP] if not keepers else [], served, slots=4)
+    cap = result.trials[0]
+    assert cap.measurements >= 2, cap.decision.reason
+    assert len(cap.best_measurement_ids) >= cap.measurements, "a launch of the best for each look"
+    (look1, look2), best2 = cap.measurement_ids[:2], cap.best_measurement_ids[1]  # in the order asked
+    first_wave = [launch for launch in served.spans if served.spans[launch][0] < served.spans[look1][1]]
+    assert look2 in first_wave and best2 in first_wave, "the second look and its best started with the first"
+    assert served.at_once(look2, best2)

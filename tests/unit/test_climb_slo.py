@@ -130,3 +130,96 @@ def test_a_cap_at_or_over_one_that_broke_tpot_is_passed_over_without_a_launch() 
                    checks=Checks(slo=SloCheck(SLO, latency(4)), skip=skip))
     assert [(t.name, t.outcome) for t in result.trials] == [("max-num-seqs=128", "REVERT"), ("max-num-seqs=64", "KEEP")], \
         "a cap of 128 breaks TPOT 30 ms, so 256 and the default (256) are not launched"
+
+
+def mixed(tpot_ms: float, tail_ms: float, tail: int = 3):
+    """One launch of 100 requests, `tail` of them at `tail_ms`: p95 bound (the 99th) over a 30 ms limit
+    and the lower bound under it, so the launch is neither shown within the SLO nor shown breaking it."""
+    records = [RequestRecord(ok=True, prompt_tokens=8, output_tokens=5, ttft_s=0.1, e2el_s=0.1 + 4 * ms / 1000,
+                             itl_s=[ms / 1000] * 4) for ms in [tpot_ms] * (100 - tail) + [tail_ms] * tail]
+    return latency_of(records)
+
+
+TINY_BATCH = variant("tiny batch", "--max-num-seqs", "2")  # -60% throughput, TPOT 5 ms
+
+
+def levels(table: dict[str, tuple[float, object]], rebench: float | None = None):
+    """`measure` from a table name -> (throughput, latency or a list of latencies, one per launch in turn)."""
+    seen: dict[str, int] = {}
+
+    def measure(keepers: list[Variant], v: Variant | None) -> TrialMeasurement:
+        on = [*keepers, *([v] if v else [])]
+        name = on[-1].name if on else "base"
+        level, lat = table[name]
+        if isinstance(lat, list):
+            lat = lat[min(seen.get(name, 0), len(lat) - 1)]
+        seen[name] = seen.get(name, 0) + 1
+        if v is None and keepers and rebench is not None:
+            level = rebench
+        return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0, latency=lat)
+
+    return measure
+
+
+def test_slo_reached_refuses_a_variant_far_below_the_best_that_breaks_the_slo() -> None:
+    """The baseline is shown breaking TPOT 30 ms (every request at 45); a cap that meets it at -60% is more
+    than the SLO asks for: REVERT slo_floor, and the -20% one is kept as slo_reached."""
+    measure = levels({"base": (100.0, latency(45)), "tiny batch": (40.0, latency(5)),
+                      "small batch": (80.0, latency(10))})
+    result = run(first_only([TINY_BATCH, SMALL_BATCH]), measure, base_tpot_ms=45.0)
+    tiny, small = result.trials[0], result.trials[1]
+    assert tiny.outcome == "REVERT" and tiny.decision.reason.startswith("slo_floor: meets the SLO the running best "
+                                                                        "breaks"), tiny.decision.reason
+    assert "more than 25% below the running best" in tiny.decision.reason
+    assert small.outcome == "KEEP" and small.decision.reason.startswith("slo_reached"), small.decision.reason
+
+
+def test_slo_reached_refuses_when_the_best_only_failed_to_show_it_meets_the_slo() -> None:
+    """One launch of the baseline whose p95 bound is over the limit but whose lower bound is under it (3 slow
+    requests of 100): not shown breaking, so a variant that meets the SLO at -20% is judged on throughput."""
+    base = mixed(20, 45)
+    measure = levels({"base": (100.0, base), "small batch": (80.0, latency(10)), "chunks": (115.0, latency(16))})
+    checks = Checks(slo=SloCheck(SLO, base))
+    result = climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), first_only([SMALL_BATCH, CHUNKS]),
+                   measure, MemoryLedger(), checks=checks)
+    small, chunks = result.trials[0], result.trials[1]
+    assert small.outcome == "REVERT" and "slo_reached" not in small.decision.reason, small.decision.reason
+    assert small.slo.met and "is under 1.0%" in small.decision.reason
+    assert chunks.outcome == "KEEP" and chunks.slo.met, chunks.decision.reason
+
+
+def test_an_unclear_launch_of_a_variant_earns_another_look_and_a_clear_one_keeps_it() -> None:
+    """The variant's first launch is unclear on the SLO (3 slow requests of 100): not slo_missed on it; its
+    second launch meets the SLO and the gain holds, so it is kept, the unclear launch not read."""
+    measure = levels({"base": (100.0, latency(20)), "chunks": (115.0, [mixed(16, 40), latency(16)])})
+    result = run(first_only([CHUNKS]), measure)
+    chunks = result.trials[0]
+    assert chunks.outcome == "KEEP" and chunks.measurements == 2, chunks.decision.reason
+    assert chunks.slo.met and chunks.slo.launches == 1 and "not read: an earlier unclear launch" in chunks.slo.why
+    # Shown breaking at once is still the end of it: every request at 40 ms is over 30 on every bound.
+    broken = run(first_only([CHUNKS]), levels({"base": (100.0, latency(20)), "chunks": (115.0, latency(40))}))
+    assert broken.trials[0].outcome == "REVERT" and broken.trials[0].measurements == 1
+    assert "shown breaking it" in broken.trials[0].decision.reason
+    # Unclear twice: never shown within, never shown breaking: REVERT slo_missed after its second launch.
+    twice = run(first_only([CHUNKS]), levels({"base": (100.0, latency(20)), "chunks": (115.0, mixed(16, 40))}))
+    assert twice.trials[0].outcome == "REVERT" and twice.trials[0].measurements == 2
+    assert twice.trials[0].decision.reason.startswith("slo_missed: not shown within the SLO in 2 launch(es)")
+
+
+def test_the_rebench_of_an_slo_reached_keeper_checks_its_throughput_too() -> None:
+    """Kept as slo_reached at -20%, its fresh launch serves at -50%: evicted, as it costs more than the SLO asks."""
+    measure = levels({"base": (100.0, latency(45)), "small batch": (80.0, latency(10))}, rebench=50.0)
+    result = run(first_only([SMALL_BATCH]), measure, base_tpot_ms=45.0)
+    small = result.trials[0]
+    assert small.outcome == "KEEP_UNSTABLE", small.decision.reason
+    assert "more than the 25% an SLO may cost" in small.decision.reason and result.keepers == []
+
+
+def test_a_cap_only_unclear_on_tpot_rules_no_larger_cap_out() -> None:
+    """The planner's cap ceiling reads a break as the climb does: a lower bound over the limit."""
+    from hyperloom_assets.core.planning.slo_ceiling import broke_batch_latency
+    from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
+
+    unclear = slo_verdict(SLO, [mixed(20, 40)])
+    assert not unclear.met and not unclear.broken and not broke_batch_latency(SLO, unclear), unclear.why
+    assert broke_batch_latency(SLO, slo_verdict(SLO, [latency(40)]))

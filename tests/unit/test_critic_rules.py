@@ -24,8 +24,8 @@ GUARDED = "def step(batch):\n    try:\n        return run(batch)\n    except Run
 @pytest.mark.parametrize("change, rule", [
     (CriticChange(name="swallow", patch=diff("vllm/worker.py", STEP, GUARDED)), "sensitive_code"),
     (CriticChange(name="dump", patch=diff("vllm/worker.py", STEP, STEP + "open('/tmp/x', 'w').write('y')\n")),
-     "sensitive_code"),
-    (CriticChange(name="shell", patch=diff("vllm/worker.py", STEP, STEP + "import subprocess\n")), "sensitive_code"),
+     "file_access"),
+    (CriticChange(name="shell", patch=diff("vllm/worker.py", STEP, STEP + "import subprocess\n")), "denied_import"),
     (CriticChange(name="api", patch=diff("vllm/entrypoints/openai/api_server.py", STEP, STEP.replace("run", "fast")))
      , "sensitive_file"),
     (CriticChange(name="fp8 kv", server_args=("--kv-cache-dtype", "fp8"), rationale="reads less KV per step"),

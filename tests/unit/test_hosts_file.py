@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hyperloom_assets.core.config.files import MAX_CONFIG_BYTES
 from hyperloom_assets.core.config.hosts import load_host_names, load_hosts
 from hyperloom_assets.core.config.targets import load_targets
+from hyperloom_assets.resources.hosts.ssh import SshTransport
 
 SSH = {"kind": "ssh", "address": "10.1.2.3", "user": "bench", "identity_file": "keys/id", "known_hosts": "keys/kh",
        "python": "/opt/venv/bin/python", "workdir": "/var/tmp/hyperloom"}
@@ -55,6 +57,12 @@ def test_a_good_ssh_host_resolves_its_key_paths_and_local_always_exists(repo) ->
     ({"kind": "telnet"}, "gpu-a.kind", "local, ssh or pool"),
     ({"colour": "blue"}, "gpu-a.colour", "unknown field"),
     ({"port": 0}, "gpu-a.port", "greater than 0"),
+    # Whatever reaches ssh as its destination or login is a name, never an option.
+    ({"address": "-oProxyCommand=touch /tmp/owned"}, "gpu-a.address", "a DNS name"),
+    ({"address": "root@10.1.2.3"}, "gpu-a.address", "a DNS name"),
+    ({"address": "gpu-a.example\n"}, "gpu-a.address", "a DNS name"),
+    ({"user": "-oProxyCommand=x"}, "gpu-a.user", "not starting with '-'"),
+    ({"user": "bench x"}, "gpu-a.user", "a user name"),
 ])
 def test_each_bad_host_field_is_named(repo, change, field, expected) -> None:
     entry = {key: value for key, value in {**SSH, **change}.items() if value is not None}
@@ -138,3 +146,35 @@ def test_parallel_trials_needs_a_host_with_room_for_that_many_slots(repo, host, 
         "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}))
     good, found = load_targets(repo / "targets", hosts=load_host_names(hosts_path)[0])
     assert good == {} and [p.field for p in found] == ["parallel_trials"] and expected in found[0].expected, found
+
+
+@pytest.mark.parametrize("address", ["10.1.2.3", "::1", "fe80::1%eth0", "gpu-a", "gpu-a.example.com", "gpu_a.lan"])
+def test_host_names_and_ip_addresses_are_addresses(repo, address) -> None:
+    hosts, found = load_hosts(write_hosts(repo, {"gpu-a": {**SSH, "address": address, "user": "bench.ops"}}))
+    assert found == [] and hosts["gpu-a"].address == address
+
+
+def test_ssh_ends_its_options_before_the_destination(repo) -> None:
+    hosts, _ = load_hosts(write_hosts(repo, {"gpu-a": SSH}))
+    argv = SshTransport("gpu-a", hosts["gpu-a"], repo / "runs", False, 1.0).ssh_argv(["python", "-V"])
+    assert argv[-3:] == ["--", "10.1.2.3", "python -V"]
+    assert argv.count("--") == 1 and argv[argv.index("-l") + 1] == "bench"
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"gpu-a: {kind: ssh, address: \xff}\n", "UTF-8 text, but byte 0xff"),
+    (b"a: &a [*a]\n", "inside its own anchor"),
+    (b"#" * (MAX_CONFIG_BYTES + 1), "at most 1048576 bytes"),
+])
+def test_a_bad_hosts_file_fails_only_the_targets_that_name_its_hosts(repo, content, expected) -> None:
+    (repo / "hosts.yaml").write_bytes(content)
+    hosts, found = load_hosts(repo / "hosts.yaml")
+    assert set(hosts) == {"local"} and [p.field for p in found] == ["(file)"] and expected in found[0].expected
+    body = {"engine": "vllm", "model": "models/m", "workload": {"kind": "random", "isl": 8, "osl": 8, "concurrency": 1}}
+    (repo / "targets" / "here.yaml").write_text(yaml.safe_dump(body))
+    (repo / "targets" / "there.yaml").write_text(yaml.safe_dump({**body, "host": "gpu-a"}))
+    good, problems = load_targets(repo / "targets", hosts=load_host_names(repo / "hosts.yaml")[0])
+    assert set(good) == {"here"}
+    assert [(p.file, p.field) for p in problems] == [(str(repo / "targets" / "there.yaml"), "host")]
+    assert f"the hosts file {repo / 'hosts.yaml'} naming 'gpu-a' is bad: " in problems[0].expected
+    assert expected in problems[0].expected

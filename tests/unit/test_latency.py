@@ -49,7 +49,8 @@ def test_a_round_reports_them_and_a_launch_pools_its_rounds_requests() -> None:
     pooled = summarize(rounds, fast + slow)
     assert pooled.latency.ttft_ms.count == 100
     assert pooled.latency.ttft_ms.p99 == pytest.approx(100.0), "the launch's p99 is of its requests, not a mean of rounds"
-    assert pooled.ttft_p99_ms == pytest.approx(55.0), "the mean over rounds stays as it was"
+    assert pooled.ttft_p99_ms == pytest.approx(100.0), "the flat p99 is the pooled one, as vLLM's (issue 47, point 8)"
+    assert [r.ttft_p99_ms for r in pooled.repeats] == pytest.approx([10.0, 100.0]), "each round keeps its own"
     assert summarize(rounds).latency is None, "no records, no pooled percentiles"
 
 
@@ -114,4 +115,4 @@ def test_an_slo_asks_enough_prompts_per_launch_for_its_bound() -> None:
     with pytest.raises(ValueError, match="at least one of"):
         TargetSlo(percentile=99)
     with pytest.raises(ValueError):
-        TargetSlo(ttft_ms=100, percentile=50)
+        TargetSlo(ttft_ms=100, percentile=75)

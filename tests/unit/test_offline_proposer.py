@@ -71,6 +71,7 @@ def test_an_approved_proposal_in_the_space_is_tried_first_with_the_models_proven
     # The model saw the offline baseline's evidence, as the asset's round shows it.
     sent = json.loads(first_round.calls[0].messages[1].content)
     assert sent["target"]["server_args"] == SCENARIO.target().server_args
+    assert "--max-num-seqs" in sent["allowed_knobs"]["flags"], "the model is shown what the guard lets through"
     assert sent["baseline"]["launch_evidence"] and sent["roofline"]["ceiling_tok_s"] > 0
     assert proposer.summary()["llm_calls"] == sum(len(r.calls) for r in proposer.rounds) >= 3
 

@@ -1,5 +1,6 @@
 """Launch, teardown and the orphan reaper on real process groups."""
 
+import json
 import os
 import shutil
 import signal
@@ -11,15 +12,21 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hyperloom_assets.resources.hosts.agent import handle
 from hyperloom_assets.resources.hosts.process_group import (
+    MARKER_ENV,
     PIDFILE_SUFFIX,
     PidRecord,
+    ReapReport,
     RefusedSignal,
+    boot_id,
     group_members,
     launch,
     new_scratch_dir,
     reap_orphans,
     remove_scratch,
+    start_ticks,
+    stop_recorded,
     teardown,
     terminate_group,
 )
@@ -322,3 +329,115 @@ def test_only_a_folder_named_as_a_scratch_folder_is_ever_removed(tmp_path):
     (tmp_path / "operator-data").mkdir()
     remove_scratch(tmp_path / "operator-data")
     assert (tmp_path / "operator-data").exists()
+
+
+def _stranger(env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A harmless process group this tool never started: `sleep` in its own session."""
+    return subprocess.Popen([shutil.which("sleep"), "60"], start_new_session=True, env=env)
+
+
+def _stop_stranger(stranger: subprocess.Popen) -> None:
+    stranger.kill()
+    stranger.wait()
+
+
+def _foreign_record(leader_pid: int, pgid: int, cmdline: list[str], create_time: float, **fields) -> PidRecord:
+    return PidRecord(pid=leader_pid, pgid=pgid, cmdline=cmdline, create_time=create_time, owner_pid=999_999_999,
+                     owner_create_time=1.0, start_ticks=start_ticks(leader_pid), **fields)
+
+
+def test_a_launch_puts_its_marker_in_the_servers_environment_and_records_it_with_the_boot(tmp_path):
+    printer = [sys.executable, "-c", f"import os; print(os.environ[{MARKER_ENV!r}])"]
+    server = launch(printer, {"PATH": os.environ["PATH"]}, tmp_path / "server.log", tmp_path / "pids")
+    server.popen.wait(timeout=30)
+    teardown(server, term_wait_s=1.0)
+    record = server.record
+    assert record.marker and (tmp_path / "server.log").read_text().strip() == record.marker
+    assert record.boot_id == boot_id() == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    again = launch(SLEEPER, {}, tmp_path / "again.log", tmp_path / "pids")
+    teardown(again, term_wait_s=5.0)
+    assert again.record.marker != record.marker, "each launch its own marker"
+
+
+def test_a_pidfile_from_another_boot_is_dropped_without_signalling_what_its_pids_name_now(tmp_path):
+    """After a reboot the pidfile's pid and group are anyone's; here a stranger that even carries
+    the marker and whose start ticks and cmdline match: the agent's reap signals nothing of it."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    stranger = _stranger({**os.environ, MARKER_ENV: "the-marker"})
+    try:
+        proc = psutil.Process(stranger.pid)
+        record = _foreign_record(stranger.pid, stranger.pid, proc.cmdline(), proc.create_time(),
+                                 boot_id="another-boot", marker="the-marker")
+        pidfile = pid_dir / f"{stranger.pid}{PIDFILE_SUFFIX}"
+        pidfile.write_text(record.model_dump_json())
+
+        report = ReapReport(**handle("reap", {"pid_dir": str(pid_dir), "term_wait_s": 1.0})["ok"])
+
+        assert report.other_boot == [stranger.pid] and report.reaped == []
+        assert not pidfile.exists() and stranger.poll() is None and _alive(stranger.pid)
+        assert stop_recorded(record, pidfile, term_wait_s=1.0).signalled == [], "an SSH host's stop neither"
+        assert stranger.poll() is None
+    finally:
+        _stop_stranger(stranger)
+
+
+def test_a_group_that_started_after_the_pidfile_but_lacks_its_marker_is_never_signalled(tmp_path):
+    """The server's leader and group are gone; the group id now names a stranger's group, started since."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stranger = _stranger()
+    try:
+        started = psutil.Process(stranger.pid).create_time()
+        record = _foreign_record(gone.pid, stranger.pid, SLEEPER, started - 1.0, boot_id=boot_id(), marker="ours")
+        pidfile = pid_dir / f"{gone.pid}{PIDFILE_SUFFIX}"
+        pidfile.write_text(record.model_dump_json())
+
+        report = reap_orphans(pid_dir, term_wait_s=1.0)
+
+        assert report.stale == [gone.pid] and report.reaped == [] and not pidfile.exists()
+        assert stranger.poll() is None and _alive(stranger.pid)
+        assert stop_recorded(record, pidfile, term_wait_s=1.0).signalled == [] and stranger.poll() is None
+    finally:
+        _stop_stranger(stranger)
+
+
+def test_the_reaper_signals_the_marked_members_of_an_orphan_and_no_other_member_of_its_group(tmp_path, launched):
+    pid_dir = tmp_path / "pids"
+    family = [sys.executable, "-c",
+              "import os, subprocess, sys, time\n"
+              f"bare = {{k: v for k, v in os.environ.items() if k != {MARKER_ENV!r}}}\n"
+              "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env=env)\n"
+              "        for env in (None, bare)]\n"
+              "print('children', *[k.pid for k in kids], flush=True)\n"
+              "time.sleep(60)\n"]
+    server = launch(family, os.environ, tmp_path / "server.log", pid_dir)
+    launched.append(server)
+    assert _wait_for(lambda: "children" in (tmp_path / "server.log").read_text())
+    marked, bare = (int(pid) for pid in (tmp_path / "server.log").read_text().split()[1:3])
+    _orphanize(server.pidfile)
+    try:
+        report = reap_orphans(pid_dir, term_wait_s=5.0)
+
+        assert report.reaped == [server.popen.pid] and not server.pidfile.exists()
+        assert _wait_for(lambda: not _alive(marked) and not _alive(server.popen.pid), 5.0)
+        assert _alive(bare), "a member without the marker is never signalled"
+    finally:
+        if _alive(bare):
+            os.kill(bare, signal.SIGKILL)
+
+
+def test_an_older_pidfile_without_a_marker_is_kept_and_its_group_left_running(tmp_path, launched):
+    pid_dir = tmp_path / "pids"
+    server = launch(SLEEPER, os.environ, tmp_path / "server.log", pid_dir)
+    launched.append(server)
+    _orphanize(server.pidfile)
+    older = PidRecord.model_validate_json(server.pidfile.read_text()).model_dump(exclude={"boot_id", "marker"})
+    server.pidfile.write_text(json.dumps(older))
+
+    report = reap_orphans(pid_dir, term_wait_s=1.0)
+
+    assert report.unmarked == [server.popen.pid] and report.reaped == report.stale == []
+    assert _alive(server.popen.pid) and server.pidfile.exists(), "kept, with a warning, for the operator"

@@ -6,12 +6,13 @@ import pytest
 
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.registry import harness_flags_for
+from hyperloom_assets.core.proposer.allowlist import target_allowlist
 from hyperloom_assets.core.proposer.guard import GuardInputs, guard
 from hyperloom_assets.core.proposer.replies import EnvSetting, ProposedChange
 from hyperloom_assets.core.proposer.settings import ProposerConfigError, ProposerField, resolve_settings
 
 VLLM = engine_for("vllm")
-OK = GuardInputs(package_prefix="vllm")
+OK = GuardInputs(package_prefix="vllm", allowed=target_allowlist("vllm", [], None))
 DIFF = "--- a/{0}\n+++ b/{0}\n@@ -1 +1 @@\n-a\n+b\n"
 
 

@@ -24,6 +24,7 @@ from hyperloom_assets.core.planning.recipes import (
 )
 from hyperloom_assets.core.planning.stack import composition
 from hyperloom_assets.core.planning.variants import Variant
+from hyperloom_assets.core.proposer.allowlist import target_allowlist
 from hyperloom_assets.core.roofline.model_shape import load_shape
 from hyperloom_assets.core.roofline.roofline import gpu_hardware
 from hyperloom_assets.resources.store.recipes import RecipeBook
@@ -129,13 +130,14 @@ def test_with_the_first_targets_recipes_the_second_reaches_its_best_in_fewer_lau
 def test_a_recipe_meets_the_proposers_guard_like_a_model_proposal() -> None:
     vllm = engine_for("vllm")
     harness = harness_flags_for("vllm")
+    allowed = target_allowlist("vllm", [], None)
     plain = recipe_of(KLASS, variant("cap", ["--max-num-seqs", "32"]), 40.0, (20.0, 60.0), "a", "run-a")
-    assert guard_refusal(plain, vllm, harness, vllm.env_prefixes) is None
+    assert guard_refusal(plain, vllm, harness, vllm.env_prefixes, allowed) is None
     moved = recipe_of(KLASS, variant("port", ["--port", "9"]), 40.0, (20.0, 60.0), "a", "run-a")
-    assert guard_refusal(moved, vllm, harness, vllm.env_prefixes).startswith("flag_identity:")
+    assert guard_refusal(moved, vllm, harness, vllm.env_prefixes, allowed).startswith("flag_identity:")
     preload = recipe_of(KLASS, variant("preload", []).model_copy(update={"set_env": {"LD_PRELOAD": "x.so"}}), 5.0,
                         (1.0, 9.0), "a", "run-a")
-    assert guard_refusal(preload, vllm, harness, vllm.env_prefixes).startswith("env_denied:")
+    assert guard_refusal(preload, vllm, harness, vllm.env_prefixes, allowed).startswith("env_denied:")
     dropped = recipe_of(KLASS, variant("eager off", []).model_copy(update={"remove_args": ["--enforce-eager"]}), 5.0,
                         (1.0, 9.0), "a", "run-a")
-    assert guard_refusal(dropped, vllm, harness, vllm.env_prefixes) is None, "a removal changes something"
+    assert guard_refusal(dropped, vllm, harness, vllm.env_prefixes, allowed) is None, "a removal changes something"

@@ -32,9 +32,14 @@ BAD = "bad.yaml"
     ('{args: {--enable-prefix-caching: [false]}}', "search_space.args", "false is not a value"),
     ('{args: {--enable-prefix-caching: [true, x]}}', "search_space.args", "not both"),
     ('{env: {"A-B": ["1"]}}', "search_space.env", "not an environment variable name"),
+    ('{env: {"VLLM_\u00e9": ["1"]}}', "search_space.env", "not an environment variable name"),  # Python's isidentifier, not POSIX
+    ('{env: {A: ["1", "x\\0y"]}}', "search_space.env", "env A: its value holds a NUL byte"),
     ('{only: true}', "search_space", "at least one knob"),
     ('{args: {--max-num-seqs: [8]}, colour: blue}', "search_space.colour", "unknown field"),
     ('{args: {--port: ["9000"]}}', "search_space.args.--port", "not one the harness sets"),
+    # What the served model is named and tokenized by is the harness's too: a model may propose any space knob.
+    ('{args: {--served-model-name: [other]}}', "search_space.args.--served-model-name", "not one the harness sets"),
+    ('{args: {--tokenizer: [/tmp/t]}}', "search_space.args.--tokenizer", "not one the harness sets"),
 ])
 def test_a_bad_search_space_names_its_field(repo: Path, space: str, field: str, expected: str) -> None:  # noqa: F811
     problems = problems_for(repo, GOOD + f"search_space: {space}\n")

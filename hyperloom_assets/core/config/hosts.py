@@ -8,21 +8,29 @@ hosts file is an error before any launch, because a run cannot know where to ser
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-import yaml
 from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
-from hyperloom_assets.core.config.targets import HostNames, TargetProblem, targets_dir
+from hyperloom_assets.core.config.files import ConfigFileError, load_config_yaml
+from hyperloom_assets.core.config.names import SAFE_NAME_PATTERN, SAFE_NAME_RULE, is_safe_name
+from hyperloom_assets.core.config.targets import HostNames, TargetProblem, at_most, targets_dir
 from hyperloom_assets.core.models import Frozen
 
 LOCAL = "local"
 HOSTS_FILE_ENV = "HYPERLOOM_HOSTS_FILE"
-# A host name becomes a Dagster tag value, a Celery queue and a folder name.
-HOST_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+# A host name becomes a Dagster tag value, a Celery queue and a folder name: a target's rule (names.py).
+HOST_NAME_PATTERN = SAFE_NAME_PATTERN
+# What ssh is handed as its destination and login: a DNS name (RFC 1123 labels) or an IP address,
+# and a POSIX-ish user name. Neither may start with `-`, which ssh would read as an option.
+# `_` is not RFC 1123, but ssh and many private networks take it.
+DNS_NAME_PATTERN = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                              r"(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
+SSH_USER_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 # Which CPUs the benchmark client gets on a CPU-only host (resources/hosts/cpu_pinning.py).
 CLIENT_CPUS_PATTERN = r"^(auto|off|\d+(,\d+)*)$"
 # The host's accelerators by index, as its GPU tool numbers them (core/fleet/slots.py). Unset:
@@ -34,6 +42,26 @@ def _unique(gpus: list[int] | None) -> list[int] | None:
     if gpus is not None and len(set(gpus)) != len(gpus):
         raise ValueError("each device once")
     return gpus
+
+
+def _ssh_address(address: str) -> str:
+    ip, _, zone = address.partition("%")  # an IPv6 zone (`fe80::1%eth0`) is an interface name
+    try:
+        ipaddress.ip_address(ip)
+        if not zone or (":" in ip and re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", zone)):
+            return address
+    except ValueError:
+        pass
+    if DNS_NAME_PATTERN.fullmatch(address) is None:
+        raise ValueError("a DNS name (labels of letters, digits, '-' or '_', joined by '.', none starting with '-') "
+                         "or an IP address")
+    return address
+
+
+def _ssh_user(user: str | None) -> str | None:
+    if user is not None and SSH_USER_PATTERN.fullmatch(user) is None:
+        raise ValueError("a user name of letters, digits, '_', '.' or '-', not starting with '-' or '.' (at most 64)")
+    return user
 
 
 def _slots_own_cpus(client_cpus: str, info: ValidationInfo) -> str:
@@ -73,6 +101,8 @@ class SshHostConfig(Frozen):
 
     _gpus_unique = field_validator("gpus")(_unique)
     _slot_cpus = field_validator("client_cpus")(_slots_own_cpus)
+    _address = field_validator("address")(_ssh_address)
+    _user = field_validator("user")(_ssh_user)
 
 
 class PoolConfig(Frozen):
@@ -122,7 +152,7 @@ def _validation_problems(file: Path, name: str, error: ValidationError) -> list[
         else:
             expected = f"{item['msg']}, got {item.get('input')!r}"
         problems.append(_problem(file, field, expected))
-    return problems
+    return at_most(problems, str(file), name, total=error.error_count())
 
 
 def _resolve(path: Path, root: Path) -> Path:
@@ -143,8 +173,8 @@ def _file_problems(file: Path, name: str, host: SshHostConfig) -> list[TargetPro
 
 
 def parse_host(file: Path, name: str, raw: object, check_files: bool = True) -> tuple[HostConfig | None, list[TargetProblem]]:
-    if not re.match(HOST_NAME_PATTERN, name):
-        return None, [_problem(file, name, "a host name of letters, digits, '-' or '_' (at most 63; the address field holds a DNS name)")]
+    if not is_safe_name(name):
+        return None, [_problem(file, name, f"a host name of {SAFE_NAME_RULE} (the address field holds a DNS name)")]
     if not isinstance(raw, dict):
         return None, [_problem(file, name, f"a mapping of the host's fields, got {type(raw).__name__}")]
     try:
@@ -176,9 +206,9 @@ def load_hosts(file: Path, check_files: bool = True) -> tuple[dict[str, HostConf
             return hosts, [_problem(file, "(file)", f"an existing hosts file ({HOSTS_FILE_ENV} names it)")]
         return hosts, []
     try:
-        raw = yaml.safe_load(file.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        return hosts, [_problem(file, "(file)", f"a readable YAML mapping ({type(error).__name__})")]
+        raw = load_config_yaml(file)
+    except ConfigFileError as error:
+        return hosts, [_problem(file, "(file)", str(error))]
     if raw is None:
         return hosts, []
     if not isinstance(raw, dict):
@@ -247,7 +277,8 @@ def host_names(file: Path, hosts: dict[str, HostConfig], problems: list[TargetPr
     """What a target's `host` is checked against: the good hosts, and what is wrong with the bad."""
     broken = tuple((p.field.split(".")[0], f"{p.field}: {p.expected}") for p in problems if p.field != "(file)")
     gpus = tuple((name, tuple(counts)) for name, counts in declared_devices(hosts).items())
-    return HostNames(file=file, names=frozenset(hosts), broken=broken, gpus=gpus)
+    unreadable = "; ".join(p.expected for p in problems if p.field == "(file)") or None
+    return HostNames(file=file, names=frozenset(hosts), broken=broken, gpus=gpus, unreadable=unreadable)
 
 
 def load_host_names(file: Path) -> tuple[HostNames, list[TargetProblem]]:

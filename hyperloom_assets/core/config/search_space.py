@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
 
+from hyperloom_assets.core.measurement.serving import env_problems
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.variants import canonical_flag, looks_like_flag
 
@@ -54,8 +55,9 @@ class SearchSpace(Strict):
     @classmethod
     def _env_names_and_values(cls, env: dict[str, list]) -> dict[str, list]:
         for name, values in env.items():
-            if not name.isidentifier():
-                raise ValueError(f"{name!r} is not an environment variable name")
+            problems = [problem for value in values or [""] for problem in env_problems({name: as_text(value)})]
+            if problems:
+                raise ValueError(problems[0])
             _values_ok(name, values)
         return env
 

@@ -11,16 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from hyperloom_assets.core.engines import engine_for, engine_names
 from hyperloom_assets.core.engines.registry import harness_flags_for
+from hyperloom_assets.core.config.files import MAX_PROBLEMS_PER_ENTRY, ConfigFileError, capped, load_config_yaml
+from hyperloom_assets.core.config.names import SAFE_NAME_RULE, is_safe_name
 from hyperloom_assets.core.config.search_space import SearchSpace
 from hyperloom_assets.core.fleet.slots import SlotError, devices_per_launch
+from hyperloom_assets.core.measurement.serving import env_problems
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.patch import PatchError, read_patch_file
 from hyperloom_assets.core.planning.variants import setting_key
+from hyperloom_assets.core.proposer.guard import IDENTITY_FLAGS
 from hyperloom_assets.core.proposer.settings import ProposerField
 
 DEFAULT_TARGETS_DIR = Path("targets")
@@ -36,18 +39,36 @@ def targets_dir() -> Path:
 Objective = Literal["throughput", "goodput"]
 
 
-class Slo(Strict):
-    """Per-request limits a request must meet to count toward goodput (the client's copy of the target's slo)."""
+class SloLimits(Strict):
+    """Per-request latency limits, in the engine's own time (a sim's: its simulated GPU's)."""
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
 
 
-class TargetSlo(Slo):
-    """The operator's latency SLO: each set limit holds at `percentile` of a launch's requests."""
-    percentile: Literal[90, 95, 99] = 99
+class Slo(SloLimits):
+    """The limits a request must meet to count toward goodput (the client's copy of the target's slo)."""
+    # How many times faster than its engine the measured server runs (a sim's time scale; 1 for a
+    # real engine): the client reads each request's latency times this, in the engine's time the
+    # limits are in (metrics.meets_slo). The measurement protocol sets it (resources/measure.py);
+    # at 1 it is left out of dumps, so signatures and the target's identity read as before it existed.
+    time_scale: float = Field(default=1.0, gt=0, exclude_if=lambda scale: scale == 1.0)
+
+
+# The statistic an SLO's limits hold at: a percentile of a launch's requests, or their mean
+# (core/measurement/slo_statistic.py bounds each).
+SloStatistic = Literal[50, 90, 95, 99, "mean"]
+
+
+class TargetSlo(SloLimits):
+    """The operator's latency SLO: each set limit holds at `percentile` (or the mean) of a launch's requests."""
+    percentile: SloStatistic = 99
     # Rounds per side (baseline, stack) the capacity search may spend; 0 skips it.
     capacity_probes: int = Field(default=6, ge=0, le=20)
+    # How often a config at 80% of a limit must read as meeting it: what sizes a launch's requests
+    # (core/measurement/slo_power.py). Less power is fewer requests, for a cheap screen; at its
+    # default it is left out of dumps, so a target's identity reads as before the field existed.
+    power: float = Field(default=0.9, ge=0.5, le=0.99, exclude_if=lambda power: power == 0.9)
 
     @model_validator(mode="after")
     def _some_limit(self) -> TargetSlo:
@@ -70,6 +91,11 @@ class Workload(Strict):
     request_rate: float | None = Field(default=None, gt=0)  # Poisson arrivals, req/s
     slo: Slo | None = None  # set from the target's top-level slo; a target file may not set it here
     seed: int = 0
+    # Where a request's TTFT and E2E are timed from: its send, after the client's concurrency slot
+    # is free (as `vllm bench serve --max-concurrency` times it), or its scheduled arrival in a
+    # rate round, so that waiting for a slot counts (a capacity probe's rounds: assets/capacity.py).
+    # Set by the capacity search only, never by a target file; "send" is left out of dumps.
+    latency_from: Literal["send", "arrival"] = Field(default="send", exclude_if=lambda value: value == "send")
 
     def missing_fields(self) -> list[tuple[str, str]]:
         """Fields a kind needs but the file left out, as (field, expected)."""
@@ -150,6 +176,14 @@ class Target(Strict):
                     raise ValueError(f"env {key!r} must be a string (quote it in YAML)")
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _env_launchable(cls, env: dict[str, str]) -> dict[str, str]:
+        problems = env_problems(env)  # else every launch of the target fails: no process takes such an env
+        if problems:
+            raise ValueError("; ".join(problems))
+        return env
+
     def sweep_ladder(self) -> list[int]:
         """The concurrency ladder: given, else powers of two up to 4x the workload's."""
         if self.sweep_concurrencies:
@@ -166,6 +200,12 @@ class TargetProblem(Strict):
     field: str
     expected: str
 
+    @field_validator("field", "expected")
+    @classmethod
+    def _short(cls, text: str) -> str:
+        # A problem quotes what the file gave (pydantic's `input`), which a file can make as long as it likes.
+        return capped(text)
+
     def __str__(self) -> str:
         return f"{self.file}: {self.field}: {self.expected}"
 
@@ -177,6 +217,7 @@ class HostNames:
     file: Path
     names: frozenset[str]
     broken: tuple[tuple[str, str], ...] = ()  # (host, what is wrong with its entry)
+    unreadable: str | None = None  # what is wrong with the whole file, when it could not be read
     # (host or pool, how many devices each of its members declares): hosts with `gpus:` and pools only
     gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
@@ -212,6 +253,9 @@ class HostNames:
     def problem(self, file: str, host: str) -> TargetProblem | None:
         if host in self.names:
             return None
+        if self.unreadable is not None:
+            return TargetProblem(file=file, field="host", expected=f"a usable host, but the hosts file {self.file} "
+                                 f"naming {host!r} is bad: {self.unreadable}")
         wrong = [text for name, text in self.broken if name == host]
         if wrong:
             return TargetProblem(file=file, field="host", expected=f"a usable host, but {host!r} in {self.file} is "
@@ -228,9 +272,20 @@ class TargetError(ValueError):
         super().__init__("; ".join(str(p) for p in problems))
 
 
+def at_most(problems: list[TargetProblem], file: str, field: str = "(file)",
+            total: int | None = None) -> list[TargetProblem]:
+    """The first MAX_PROBLEMS_PER_ENTRY problems (of `total`, default all), the last saying how many more there were."""
+    total = len(problems) if total is None else total
+    if total <= MAX_PROBLEMS_PER_ENTRY:
+        return problems
+    kept = MAX_PROBLEMS_PER_ENTRY - 1
+    return problems[:kept] + [TargetProblem(file=file, field=field, expected=(
+        f"fewer problems: {total - kept} more not shown"))]
+
+
 def _problems_from_validation(file: str, error: ValidationError) -> list[TargetProblem]:
     problems = []
-    for item in error.errors():
+    for item in error.errors()[:MAX_PROBLEMS_PER_ENTRY + 1]:
         field = ".".join(str(part) for part in item["loc"]) or "(file)"
         if item["type"] == "extra_forbidden":
             expected = "no such field (unknown field)"
@@ -239,14 +294,15 @@ def _problems_from_validation(file: str, error: ValidationError) -> list[TargetP
         else:
             expected = f"{item['msg']}, got {item.get('input')!r}"
         problems.append(TargetProblem(file=file, field=field, expected=expected))
-    return problems
+    return at_most(problems, file, total=error.error_count())
 
 
 def _harness_in_space(target: Target, file: str) -> list[TargetProblem]:
-    """A search_space flag the harness sets itself (the port, the model) is not the operator's to search."""
+    """A search_space flag the harness sets itself (the port, the model, what the served model is
+    named and tokenized by) is not the operator's to search: a model may propose every knob of it."""
     if target.search_space is None:
         return []
-    harness = {setting_key(flag) for flag in harness_flags_for(target.engine)}
+    harness = {setting_key(flag) for flag in harness_flags_for(target.engine) | IDENTITY_FLAGS}
     return [TargetProblem(file=file, field=f"search_space.args.{flag}",
                           expected=f"an engine flag to search, not one the harness sets ({', '.join(sorted(harness))})")
             for flag in target.search_space.args if setting_key(flag) in harness]
@@ -296,10 +352,15 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     `text`, that is the file's content (a run's snapshot of it), and the file is not read.
     """
     file = str(path)
+    if not is_safe_name(target_name(path)):
+        # The name is a folder under the state folder, a branch and a partition: `...yaml` would be `..`.
+        return None, [TargetProblem(file=file, field="(file name)", expected=(
+            f"a file name of {SAFE_NAME_RULE}, then .yaml (the name is a folder, a branch and a "
+            f"partition), got {path.name!r}"))]
     try:
-        raw = yaml.safe_load(path.read_text() if text is None else text)
-    except (OSError, yaml.YAMLError) as exc:
-        return None, [TargetProblem(file=file, field="(file)", expected=f"a readable YAML mapping ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")]
+        raw = load_config_yaml(path, text)
+    except ConfigFileError as exc:
+        return None, [TargetProblem(file=file, field="(file)", expected=str(exc))]
     if not isinstance(raw, dict):
         return None, [TargetProblem(file=file, field="(file)", expected=f"a YAML mapping of fields, got {type(raw).__name__}")]
     try:
@@ -309,6 +370,9 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     if target.workload.slo is not None:
         return None, [TargetProblem(file=file, field="workload.slo", expected=(
             "the top-level slo: {ttft_ms, tpot_ms, e2e_ms, percentile} (workload.slo moved there)"))]
+    if target.workload.latency_from != "send":
+        return None, [TargetProblem(file=file, field="workload.latency_from", expected=(
+            "no value: the capacity search sets it for its own probes"))]
     problems = [TargetProblem(file=file, field=f, expected=e) for f, e in target.workload.missing_fields()]
     problems += _harness_in_space(target, file)
     problems += [TargetProblem(file=file, field="server_args", expected=problem)
@@ -326,8 +390,12 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     root = path.resolve().parent.parent
     target = _with_resolved_paths(target, root)
     if check_paths:
-        problems += _path_problems(target, file)
-    return (None if problems else target), problems
+        try:
+            problems += _path_problems(target, file)
+        except OSError as exc:  # a path the system cannot even look up (too long, a folder it may not read)
+            problems.append(TargetProblem(file=file, field="(paths)", expected=(
+                f"paths this machine can look up, one of them gives: {exc.strerror or type(exc).__name__}")))
+    return (None if problems else target), at_most(problems, file)
 
 
 def _with_resolved_paths(target: Target, root: Path) -> Target:
@@ -370,6 +438,9 @@ def load_targets(folder: Path, check_paths: bool = True,
 def load_target(folder: Path, name: str, hosts: HostNames | None = None, text: str | None = None) -> Target:
     """One target by name (from `text`, its content, when given); raises TargetError naming the file and field."""
     path = folder / f"{name}.yaml"
+    if not is_safe_name(name):
+        raise TargetError([TargetProblem(file=str(folder), field="(target name)", expected=(
+            f"a target name of {SAFE_NAME_RULE}, got {name!r}"))])
     if text is None and not path.is_file():
         raise TargetError([TargetProblem(file=str(path), field="(file)", expected=f"a target file named {name}.yaml")])
     target, problems = parse_target(path, hosts=hosts, text=text)

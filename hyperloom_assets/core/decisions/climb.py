@@ -15,13 +15,17 @@ is evicted as KEEP_UNSTABLE, and the fresh launch joins the evidence like any ot
 
 Under a target's SLO (Checks.slo) a variant is judged on latency first, launch by launch
 (slo_verdict.py: each launch's 95% upper bound at the SLO's percentile within every limit):
-one that breaks the SLO is REVERT `slo_missed` at once, whatever its throughput, since
-more launches can only add a worse one; while the running best itself breaks the SLO,
-a variant that meets it is KEEP `slo_reached` whatever its throughput, so the search first
-finds a config that meets the SLO and then climbs throughput among those that do. The
-rebench's fresh launch must meet the SLO too. With the objective goodput (SloCheck.objective)
-every comparison reads each launch's goodputs, the requests per second within the SLO,
-instead of its output tok/s (objective.py). A plan is made once per keeper; `Checks.skip`
+one shown breaking the SLO (a lower bound over a limit) is REVERT `slo_missed` at once,
+whatever its throughput, since more launches can only add another; one whose launch is
+unclear (bound over, lower bound under) is looked at again, that launch not read, at most
+SLO_UNCLEAR_LOOKS times, and is never kept on it. While the running best is shown breaking
+the SLO, a variant that meets it is KEEP `slo_reached` down to SLO_REACHED_MAX_LOSS_PCT under
+the best's throughput (REVERT `slo_floor` further down), so the search first finds a config
+that meets the SLO and then climbs throughput among those that do; a best that merely is not
+shown meeting it gets the plain rules. The rebench's fresh launch must meet the SLO too, and
+an slo_reached keeper's must stay within the same floor. With the objective goodput
+(SloCheck.objective) every comparison reads each launch's goodputs, the requests per second
+within the SLO, instead of its output tok/s (objective.py). A plan is made once per keeper; `Checks.skip`
 passes over what the trials since then ruled out (a sequence cap the SLO's TPOT was seen
 to break: planning/slo_ceiling.py).
 """
@@ -47,10 +51,12 @@ from hyperloom_assets.core.decisions.climb_state import (  # noqa: F401 - the cl
 )
 from hyperloom_assets.core.decisions.ledger import Launcher, Ledger, MeasureFn
 from hyperloom_assets.core.decisions.rule import (
+    SLO_UNCLEAR_LOOKS,
     Decision,
     Outcome,
     accuracy_gated,
     critic_rejected,
+    decide_reached_stack,
     decide_stack,
     decide_trial,
     failed,
@@ -59,7 +65,9 @@ from hyperloom_assets.core.decisions.rule import (
     max_looks,
     rejected,
     slo_missed,
-    slo_reached,
+    slo_not_shown,
+    slo_reached_or_floor,
+    slo_unclear,
     stack_unstable,
 )
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
@@ -85,7 +93,10 @@ class _Judged(Strict):
     rebench_ids: list[int] = []
     latencies: list[Latency | None] = []  # the variant's launches'
     output_throughputs: Launches = []  # the variant's launches' output tok/s, kept where they are not `launches`
-    slo: SloVerdict | None = None  # over `latencies`
+    slo: SloVerdict | None = None  # over `latencies[slo_from:]`
+    slo_from: int = 0  # the first launch the verdict reads: past an unclear one
+    unclear: list[str] = []  # why each unclear launch was not read
+    reached: bool = False  # kept as slo_reached: its rebench holds the floor, not the margin
     ran_on: list[str] = []  # every launch's slot (the variant's, the best's beside it, the rebench's)
     last: TrialMeasurement
 
@@ -111,26 +122,25 @@ def _placed(judged: _Judged, result: TrialMeasurement) -> TrialMeasurement:
 
 def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: list[Launches],
            baseline_measuring_s: float, launch: Launcher, prior: LaunchNoise | None = None,
-           slo: SloState | None = None, first: TrialMeasurement | None = None) -> _Judged:
+           slo: SloState | None = None, paired: bool = False) -> _Judged:
     """Measure until decided: NEEDS_REVIEW is measured again, at most max_looks(prior) times.
 
     From the second look on, the running best is re-launched first whenever it has no
     more launches than the variant, so both sides carry launch noise and time drift alike.
     Under an SLO each launch of the variant is held to it first (the module docstring).
-    `first`: the variant's first look, when the parallel climb already measured it (parallel.py).
+    `paired` (the parallel climb, parallel.py): the best is launched again before every look, the
+    first included, and `launch` serves each such launch beside the look's, at the same moment.
     """
     judged = _Judged(decision=failed("not measured"), last=TrialMeasurement())
     tests = max_looks(prior)  # looks that can keep; a look without an interval is not one
     for look in range(1, max_looks(prior) + 1):
-        if look > 1 and len(best) + len(judged.best_launches) <= len(judged.launches):
-            again = _placed(judged, launch("best", keepers, None))
-            judged.best_ids += _ids(again)
+        if paired or (look > 1 and len(best) + len(judged.best_launches) <= len(judged.launches)):
+            again = _best_again(judged, keepers, launch, slo)
             if again.error_class is not None:
                 judged.decision, judged.last = failed(f"the running best failed when launched again: "
                                                       f"{_first_line(again)}"), again
                 return judged
-            judged.best_launches.append(objective_values(again, slo))
-        result = _placed(judged, first if look == 1 and first is not None else launch("variant", keepers, variant))
+        result = _placed(judged, launch("variant", keepers, variant))
         judged.looks, judged.last = look, result
         judged.ids += _ids(result)
         if result.error_class == OVERTIME:
@@ -147,7 +157,7 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
             return judged
         judged.decision = decide_trial(judged.launches, best + judged.best_launches, others, measurements=look,
                                        tests=tests, prior=prior)
-        if slo is not None and _held_to_slo(judged, result, slo):
+        if slo is not None and _held_to_slo(judged, result, slo, more=look < max_looks(prior)):
             return judged
         if judged.decision.outcome != Outcome.NEEDS_REVIEW:
             break
@@ -156,23 +166,50 @@ def _judge(variant: Variant, keepers: list[Variant], best: Launches, others: lis
     return judged
 
 
-def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: SloState) -> bool:
-    """Judge the variant's launches so far on the SLO; True when that decides the trial."""
+def _best_again(judged: _Judged, keepers: list[Variant], launch: Launcher, slo: SloState | None) -> TrialMeasurement:
+    """The running best launched again; a launch that served joins the trial's launches of the best."""
+    again = _placed(judged, launch("best", keepers, None))
+    judged.best_ids += _ids(again)
+    if again.error_class is None:
+        judged.best_launches.append(objective_values(again, slo))
+    return again
+
+
+def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: SloState, more: bool) -> bool:
+    """Judge the variant's launches so far on the SLO; True when that decides the trial.
+    `more`: whether the trial may look again."""
     judged.latencies.append(result.latency)
-    judged.slo = slo.check.verdict(judged.latencies)
-    if not judged.slo.met:
+    judged.slo = slo.check.verdict(judged.latencies[judged.slo_from:])
+    if judged.unclear:
+        judged.slo = judged.slo.model_copy(update={"why": f"{judged.slo.why}; not read: an earlier unclear launch "
+                                                          f"({'; '.join(judged.unclear)})"})
+    if judged.slo.broken:
         judged.decision = slo_missed(judged.decision, judged.slo.why)
         return True
-    if not slo.best_meets:
-        judged.decision = slo_reached(judged.decision, judged.slo.why)
+    if not judged.slo.met:
+        if judged.decision.outcome == Outcome.REVERT or len(judged.unclear) >= SLO_UNCLEAR_LOOKS or not more:
+            judged.decision = slo_not_shown(judged.decision, judged.slo.why, len(judged.latencies))
+            return True
+        judged.unclear.append(judged.slo.why)
+        judged.slo_from = len(judged.latencies)
+        judged.decision = slo_unclear(judged.decision, judged.slo.why, len(judged.latencies))
+        return False
+    if slo.best_breaks:
+        judged.decision = slo_reached_or_floor(judged.decision, judged.slo.why)
+        judged.reached = judged.decision.outcome == Outcome.KEEP
         return True
     return False
 
 
 def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Launcher,
-             slo: SloState | None = None) -> None:
+             slo: SloState | None = None, paired: bool = False) -> None:
     """The reference's stack rebench: a fresh launch of the whole new stack must confirm the KEEP
-    (under an SLO: meet it; and gain on throughput unless the KEEP was for meeting it)."""
+    (under an SLO: meet it; and gain on throughput, or for a KEEP for meeting it stay within the floor
+    an SLO may cost: rule.SLO_REACHED_MAX_LOSS_PCT). `best`: the
+    best's launches before the trial's. `paired`: the best launched again beside it (a best that
+    fails then leaves the rebench to the best's other launches)."""
+    if paired:
+        _best_again(judged, stack[:-1], launch, slo)
     fresh = _placed(judged, launch("rebench", stack, None))
     judged.rebenches += 1
     judged.rebench_ids += _ids(fresh)
@@ -184,13 +221,11 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
     if slo is not None:
         fresh_slo = slo.check.verdict([fresh.latency])
         if not fresh_slo.met:
-            judged.decision = stack_unstable(f"a fresh launch of the whole stack breaks the SLO: {fresh_slo.why}")
+            said = "breaks the SLO" if fresh_slo.broken else "is not shown within the SLO"
+            judged.decision = stack_unstable(f"a fresh launch of the whole stack {said}: {fresh_slo.why}")
             return
-        if not slo.best_meets:
-            judged.decision = judged.decision.model_copy(
-                update={"reason": f"{judged.decision.reason}; a fresh launch of the stack meets the SLO too"})
-            return
-    joined = decide_stack([objective_values(fresh, slo)], best)
+    decide = decide_reached_stack if judged.reached else decide_stack
+    joined = decide([objective_values(fresh, slo)], best + judged.best_launches)
     if joined.outcome == Outcome.KEEP_UNSTABLE:
         judged.decision = joined
     else:
@@ -260,13 +295,13 @@ def _measure_trial(index: int, fingerprint: str, variant: Variant, keepers: list
 def judged_trial(index: int, fingerprint: str, variant: Variant, keepers: list[Variant], best: Launches,
                  others: list[Launches], baseline_measuring_s: float, launch: Launcher, checks: Checks,
                  prior: LaunchNoise | None = None, slo: SloState | None = None, review: Review | None = None,
-                 first: TrialMeasurement | None = None) -> TrialRecord:
+                 paired: bool = False) -> TrialRecord:
     """A checked trial measured until decided, gated and rebenched: its record."""
-    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior, slo, first)
+    judged = _judge(variant, keepers, best, others, baseline_measuring_s, launch, prior, slo, paired)
     if judged.decision.outcome == Outcome.KEEP and variant.accuracy_risky and checks.gate is not None:
         judged.decision = accuracy_gated(judged.decision, *checks.gate(keepers, variant))
     if judged.decision.outcome == Outcome.KEEP:  # after the gate: a wrong answer is not worth a launch
-        _rebench(judged, [*keepers, variant], best + judged.best_launches, launch, slo)
+        _rebench(judged, [*keepers, variant], best, launch, slo, paired)
     last = judged.last
     return TrialRecord(index=index, name=variant.name, fingerprint=fingerprint, variant=variant,
                        against=_against(keepers),

@@ -97,6 +97,9 @@ def gain_pct(launches: Launches, anchor: Launches) -> float:
 class SloState(NamedTuple):
     check: SloCheck
     best_meets: bool  # whether the running best meets the SLO: a keeper always does
+    # Whether the running best was shown breaking it (a lower bound over a limit): only then may a
+    # variant be kept for meeting it at a throughput loss (slo_reached). Neither: unclear, the plain rules.
+    best_breaks: bool = False
 
 
 def next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str],
@@ -125,7 +128,9 @@ class ClimbState:
 
     def __init__(self, baseline: list[float], plan: PlanFn, checks: Checks):
         self.plan, self.checks = plan, checks
-        self.best_meets = checks.slo.verdict([checks.slo.baseline]).met if checks.slo else True
+        start = checks.slo.verdict([checks.slo.baseline]) if checks.slo else None
+        self.best_meets = start.met if start else True
+        self.best_breaks = start.broken if start else False
         self.keepers: list[Variant] = []
         self.evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
         self.best_key = BASELINE
@@ -149,7 +154,7 @@ class ClimbState:
         return variant
 
     def slo(self) -> SloState | None:
-        return SloState(self.checks.slo, self.best_meets) if self.checks.slo else None
+        return SloState(self.checks.slo, self.best_meets, self.best_breaks) if self.checks.slo else None
 
     def others(self, fingerprint: str) -> list[Launches]:
         return [launches for key, launches in self.evidence.items() if key not in (self.best_key, fingerprint)]
@@ -168,7 +173,7 @@ class ClimbState:
         if record.decision.outcome == Outcome.KEEP:
             self.keepers = [*self.keepers, variant]
             self.best_key = record.fingerprint
-            self.best_meets = True  # under an SLO nothing that breaks it is kept
+            self.best_meets, self.best_breaks = True, False  # under an SLO only what meets it is kept
             if replan:
                 self.replan()
 

@@ -3,19 +3,22 @@
 With `slots` > 1 (a run holding several slots of a host: core/fleet/slots.py) the climb
 keeps every slot busy. It starts untried variants in plan order (at most one with source
 patches in flight: the trials share the run's tree checkouts), several values of one knob
-among them, which is where a ladder's best value is found fastest. A best measured once
-(the baseline) gives no launch-to-launch interval, so no first look could be decided on it:
-unless the ledger has its fresh launch already (the baseline asset launches it beside the
-baseline: assets/baseline_beside.py), the first trials on it start together with one fresh
-launch of it, and each waits for it after its own first launch. A keeper's evidence ends
-with its stack's rebench, a launch of the moment its first trials start, so it is not
-launched again for them. The plan's first variant on each running best, its likeliest keeper, is launched
-DEEP times at once where slots are free: its first look, and the launches its second look
-and its stack's rebench would take, so a keeper is decided and confirmed in the time of one
-launch; a launch its decision did not ask for is kept in the ledger as a SPARE look. Each
+among them, which is where a ladder's best value is found fastest. Every launch of a trial's
+config (each look, its stack's rebench) has the running best launched beside it, at the same
+moment on another slot (a PAIR of slots), so each look compares against a launch of the best
+from its own moment, whatever drifted since the best's earlier ones; these launches are the
+trial's launches of the best, and count as launches (a source patch's two launches are two
+states of the run's one worktree: they start together and take turns). The baseline asset's
+second launch of the baseline (assets/baseline_beside.py), replayed from the ledger, joins
+the baseline's evidence first. The plan's first variant on each running best, its likeliest keeper, is launched
+up to DEEP times at once where pairs of slots are free, each beside the best: its first look,
+and the launches its second look and its stack's rebench would take, so a keeper is decided
+and confirmed in the time of one launch; a launch of its config its decision did not ask for
+is kept in the ledger as a SPARE look, and a launch of the best started beside it joins the
+best's evidence all the same (a launch of the best, kept whatever it read). Each
 trial then goes on alone, judged by the serial climb's rule
-(climb.judged_trial: more looks with the best relaunched beside it, the gate, the stack
-rebench), and settles as soon as it is decided, freeing its slot for the next variant, on
+(climb.judged_trial, paired: more looks, the gate, the stack rebench, each with the best
+beside it), and settles as soon as it is decided, freeing its slots for the next variant, on
 whatever stack is the running best by then. A KEEP settled against the running best
 becomes the new best and replans; a KEEP against a best that another trial replaced while
 it ran is SUPERSEDED (never kept as it stands) and is started again, first, on the new
@@ -47,6 +50,7 @@ from hyperloom_assets.core.decisions.climb import (
     ClimbResult,
     ClimbState,
     PlanFn,
+    SloState,
     checked,
     climb,
     judged_trial,
@@ -60,16 +64,16 @@ from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import Variant
 
-BEST = "running best"
 JUDGED_AGAIN = "judged again on the new stack"
 # Launches the plan's first variant on a running best starts at once: its first two looks and
 # the one its stack's rebench would take, each a launch of the same config.
 DEEP = 3
 SPARE = "spare"  # the ledger's role of a launch started ahead that the trial's decision did not ask for
+PAIR = 2  # the slots a launch of a trial's config takes: its own, and the running best's beside it
 
 
 def relaunch_key(best_key: str) -> str:
-    """The ledger key of the fresh launch of a running best its first parallel trials wait for."""
+    """The ledger key of the baseline's second launch, beside its first (assets/baseline_beside.py)."""
     return f"best-relaunch:{best_key}"
 
 
@@ -77,11 +81,11 @@ class _Flight(NamedTuple):
     variant: Variant
     fingerprint: str
     against: str  # the running best's key when it started
-    width: int = 1  # the slots it holds: its own launch, and those started ahead for its later looks
+    width: int = PAIR  # the slots it holds: a PAIR per launch of its config it starts at once
 
 
 class _Parallel:
-    """The climb's state plus what is in flight: trials, and the fresh launch of each best."""
+    """The climb's state plus the trials in flight."""
 
     def __init__(self, state: ClimbState, measure: MeasureFn, ledger: Ledger, checks: Checks,
                  baseline_measuring_s: float, prior: LaunchNoise | None):
@@ -89,8 +93,7 @@ class _Parallel:
         self.state, self.measure, self.ledger, self.checks = state, _unless(measure, self.stopping), ledger, checks
         self.baseline_measuring_s, self.prior = baseline_measuring_s, prior
         self.trials: dict[Future, _Flight] = {}
-        self.relaunches: dict[str, Future] = {}  # best key -> its fresh launch, until merged
-        self.merged: set[str] = set()  # bests whose fresh launch joined their evidence
+        self.merged: set[str] = set()  # bests whose recorded second launch joined their evidence
         self.deep: set[str] = set()  # bests whose first trial has started, its later launches ahead
         self.requeued: list[Variant] = []
 
@@ -120,45 +123,30 @@ class _Parallel:
             self.state.evidence[best_key] = self.state.evidence[best_key] + [objective_values(fresh, self.state.slo())]
 
     def start(self, pool: ThreadPoolExecutor, slots: int, budget: Budget) -> None:
-        """Fill the free slots: the best's fresh launch first where it has none, then trials."""
+        """Fill the free slots with trials, a PAIR of slots for each launch of a trial's config."""
         state = self.state
-        free = slots - sum(flight.width for flight in self.trials.values()) - len(self.relaunches)
+        free = slots - sum(flight.width for flight in self.trials.values())
         room = budget.max_trials - len(state.trials) - len(self.trials)
-        while free > 0 and room > 0:
+        while free >= PAIR and room > 0:
             found = self._next()
             if found is None:
                 return
             variant, fingerprint = found
-            if self._needs_relaunch():
-                if free < 2:  # no slot for the best's launch beside it yet: start it later
-                    self.requeued.insert(0, variant)
-                    state.seen.discard(fingerprint)
-                    return
-                launcher = Launcher(relaunch_key(state.best_key), 0, BEST, self.measure, self.ledger)
-                self.relaunches[state.best_key] = pool.submit(launcher, "best", state.keepers, None)
-                free -= 1
-            width = self._width(variant, fingerprint, free)
-            self._submit(pool, variant, fingerprint, width)
-            free, room = free - width, room - 1
-
-    def _needs_relaunch(self) -> bool:
-        """Whether the running best needs a fresh launch beside its first trials: a best measured once
-        (the baseline) gives no launch-to-launch interval, so none of them could be decided on its first
-        look. A keeper's last launch, its stack's rebench, is of the moment its first trials start."""
-        best = self.state.best_key
-        return (len(self.state.evidence[best]) < 2 and best not in self.merged and best not in self.relaunches)
+            free -= self._submit(pool, variant, fingerprint, self._width(variant, fingerprint, free))
+            room -= 1
 
     def _width(self, variant: Variant, fingerprint: str, free: int) -> int:
-        """How many launches a trial starts at once. The plan's first variant on each running best, its
-        likeliest keeper, starts its later looks and its rebench's launch beside its first, on free slots:
-        a keeper is then decided and confirmed in the time of one launch, not three, at the cost of the
-        launches its decision does not ask for. Not for source patches (one checkout per trial), nor a
-        trial a killed run started (its recorded launches replay)."""
+        """How many launches of its config a trial starts at once, each beside a launch of the best. The
+        plan's first variant on each running best, its likeliest keeper, starts its later looks and its
+        rebench's launch beside its first, on free pairs of slots: a keeper is then decided and confirmed
+        in the time of one launch, not three, at the cost of the launches its decision does not ask for.
+        Not for source patches (one checkout per trial), nor a trial a killed run started (its recorded
+        launches replay)."""
         best = self.state.best_key
         if best in self.deep or variant.patches or self.ledger.recall_looks(fingerprint):
             return 1
         self.deep.add(best)
-        return max(1, min(free, DEEP))
+        return max(1, min(free // PAIR, DEEP))
 
     def _next(self) -> tuple[Variant, str] | None:
         """The next variant to start and its trial's key: superseded ones first, then the plan's."""
@@ -179,45 +167,36 @@ class _Parallel:
             return variant, fingerprint
         return None
 
-    def _submit(self, pool: ThreadPoolExecutor, variant: Variant, fingerprint: str, width: int = 1) -> None:
+    def _submit(self, pool: ThreadPoolExecutor, variant: Variant, fingerprint: str, width: int = 1) -> int:
+        """Start a trial; the slots it takes."""
         state = self.state
         keepers, against = state.keepers, state.best_key
         index = len(state.trials) + len(self.trials) + 1
         refused, review = checked(index, fingerprint, variant, keepers, self.checks)
-        flight = _Flight(variant=variant, fingerprint=fingerprint, against=against, width=width)
+        flight = _Flight(variant=variant, fingerprint=fingerprint, against=against, width=PAIR * width)
         if refused is not None:
             self.deep.discard(against)  # it launched nothing: the next trial on this best goes deep
             done: Future = Future()
             done.set_result(refused)
-            self.trials[done] = flight._replace(width=1)
-            return
-        best, relaunch = list(state.evidence[against]), self.relaunches.get(against)
-        others, slo = state.others(fingerprint), state.slo()
+            self.trials[done] = flight._replace(width=0)
+            return 0
+        best, others, slo = list(state.evidence[against]), state.others(fingerprint), state.slo()
+        fresh = not self.ledger.recall_looks(fingerprint)  # a trial a killed run started replays its launches
 
         def run() -> TrialRecord:
-            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="ahead") as ahead:
-                # Its first look among them: each look asked takes the next, whichever finished first.
-                spares = [ahead.submit(self.measure, keepers, variant) for _ in range(width if width > 1 else 0)]
-                launcher = Launcher(fingerprint, index, variant.name, _taking(self.measure, variant, spares),
-                                    self.ledger, against)
-                first = launcher("variant", keepers, variant)
-                if relaunch is not None:  # the best's launch of this moment, started with this trial's first
-                    fresh = relaunch.result()
-                    best.extend([objective_values(fresh, slo)] if fresh.error_class is None else [])
+            with ThreadPoolExecutor(max_workers=PAIR * width, thread_name_prefix="ahead") as ahead:
+                beside = _Beside(self.measure, keepers, variant, ahead, width if fresh else 0)
+                launcher = Launcher(fingerprint, index, variant.name, beside, self.ledger, against)
                 record = judged_trial(index, fingerprint, variant, keepers, best, others, self.baseline_measuring_s,
-                                      launcher, self.checks, self.prior, slo, review, first)
-                _keep_unasked(launcher, spares)
-            return record
+                                      launcher, self.checks, self.prior, slo, review, paired=True)
+                return beside.keep_unasked(launcher, record, slo)
 
         self.trials[pool.submit(run)] = flight
+        return flight.width
 
     def settle_finished(self) -> None:
-        """Wait for something in flight to end; merge a best's fresh launch, settle each decided trial."""
-        done, _ = wait([*self.trials, *self.relaunches.values()], return_when=FIRST_COMPLETED)
-        for best_key, future in list(self.relaunches.items()):
-            if future in done:
-                self._merge(best_key, future.result())
-                del self.relaunches[best_key]
+        """Wait for a trial in flight to end; settle each decided trial."""
+        done, _ = wait(self.trials, return_when=FIRST_COMPLETED)
         for future in [f for f in self.trials if f in done]:
             self._settle(self.trials.pop(future), future.result())
 
@@ -257,21 +236,49 @@ def _unless(measure: MeasureFn, stopping: threading.Event) -> MeasureFn:
     return measured
 
 
-def _taking(measure: MeasureFn, variant: Variant, spares: list[Future]) -> MeasureFn:
-    """`measure`, answering a launch of the trial's own config (a look of the variant, or its stack's
-    rebench) with the next of the launches started ahead for it, in the order asked."""
-    def measured(keepers: list[Variant], asked: Variant | None) -> TrialMeasurement:
-        ours = asked is variant or (asked is None and bool(keepers) and keepers[-1] is variant)
-        return spares.pop(0).result() if ours and spares else measure(keepers, asked)
-    return measured
+class _Beside:
+    """A trial's MeasureFn that serves each launch of its config (a look, its stack's rebench) beside a
+    launch of the running best, at the same moment on another slot. The paired judge asks the best first
+    (climb._judge); that ask starts both launches and answers with the best's, and the next ask of the
+    trial's config takes its partner. `ahead` pairs are started at once when the trial starts; each ask
+    takes the next of them, in the order asked."""
 
+    def __init__(self, measure: MeasureFn, keepers: list[Variant], variant: Variant, pool: ThreadPoolExecutor,
+                 ahead: int):
+        self.measure, self.keepers, self.variant, self.pool = measure, keepers, variant, pool
+        self.best: list[Future] = []  # launches of the best not yet asked for
+        self.ours: list[Future] = []  # launches of the trial's config not yet asked for
+        self.stale: list[Future] = []  # launches of its config whose moment passed unasked (a replayed look)
+        for _ in range(ahead):
+            self._pair()
 
-def _keep_unasked(launcher: Launcher, spares: list[Future]) -> None:
-    """Record the launches started ahead that the trial's decision did not ask for: each is a launch
-    the host ran, kept in the ledger as a SPARE look, never replayed as one of the trial's looks."""
-    for spare in spares:
-        if spare.exception() is None:
-            launcher.record(SPARE, spare.result())
+    def _pair(self) -> None:
+        self.best.append(self.pool.submit(self.measure, self.keepers, None))
+        self.ours.append(self.pool.submit(self.measure, self.keepers, self.variant))
+
+    def __call__(self, keepers: list[Variant], asked: Variant | None) -> TrialMeasurement:
+        ours = asked is self.variant or (asked is None and bool(keepers) and keepers[-1] is self.variant)
+        if ours:  # a look, or the rebench of the stack it makes: the partner of the best's last launch
+            return self.ours.pop(0).result() if self.ours else self.measure(keepers, asked)
+        if not self.best:
+            self.stale, self.ours = self.stale + self.ours, []  # a partner a replayed look left unasked
+            self._pair()
+        return self.best.pop(0).result()
+
+    def keep_unasked(self, launcher: Launcher, record: TrialRecord, slo: SloState | None) -> TrialRecord:
+        """Record the launches started ahead that the trial's decision did not ask for, each a launch the
+        host ran, as SPARE looks, never replayed as the trial's. A launch of the best among them that
+        served also joins the trial's launches of the best: its moment is the trial's, and it is kept
+        whatever it read, so it biases nothing."""
+        best, ids = list(record.best_launches), list(record.best_measurement_ids)
+        for future in [*self.stale, *self.ours, *self.best]:
+            if future.exception() is not None:
+                continue
+            launcher.record(SPARE, measured := future.result())
+            if any(future is b for b in self.best) and measured.error_class is None:
+                best.append(objective_values(measured, slo))
+                ids += [measured.measurement_id] if measured.measurement_id is not None else []
+        return record.model_copy(update={"best_launches": best, "best_measurement_ids": ids})
 
 
 def climb_parallel(baseline: list[float], baseline_measuring_s: float, budget: Budget, plan: PlanFn,
@@ -292,8 +299,6 @@ def climb_parallel(baseline: list[float], baseline_measuring_s: float, budget: B
                 if stop is None:
                     run.start(pool, slots, budget)
                 if not run.trials:
-                    for future in run.relaunches.values():  # a best's launch no trial waited for
-                        future.result()
                     return run.state.result((stop or StopReason.NO_MORE_CANDIDATES).value)
                 run.settle_finished()
         except BaseException:

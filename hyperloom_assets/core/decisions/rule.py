@@ -51,6 +51,14 @@ FUTILITY_STEP_PCT = 0.5
 # needs the estimate itself at MIN_GAIN_PCT or more.
 FUTILITY_CONFIDENCE = 0.3
 VALIDATION_CONFIDENCE = 0.95  # the stack's validated gain is one look
+# Under an SLO the running best breaks (shown on a bound), a variant that meets it is kept at a
+# throughput loss of at most this much (its estimate; its rebench too): meeting a latency limit
+# usually costs batch, but a loss past a quarter is more than the SLO asks for and would anchor
+# the climb that low (docs/decisions.md, "Power and independence").
+SLO_REACHED_MAX_LOSS_PCT = 25.0
+# A variant launch whose SLO reading is unclear (bound over a limit, lower bound under it) earns
+# the trial this many more looks, read without it; past them it is REVERT slo_missed, not shown within.
+SLO_UNCLEAR_LOOKS = 1
 OVERTIME_FACTOR = 2.0  # measuring past this multiple of the baseline's is KILLED_OVERTIME
 
 
@@ -190,16 +198,56 @@ SLO_REACHED = "slo_reached"  # the reason code of a variant kept for meeting an 
 
 
 def slo_missed(decision: Decision, why: str) -> Decision:
-    """REVERT: the variant breaks the SLO, whatever its throughput (the throughput's word is kept)."""
+    """REVERT: the variant is shown breaking the SLO, whatever its throughput (the throughput's word is kept)."""
     return decision.model_copy(update={"outcome": Outcome.REVERT,
                                        "reason": f"{SLO_MISSED}: {why} (on throughput: {decision.reason})"})
 
 
 def slo_reached(decision: Decision, why: str) -> Decision:
-    """KEEP: the running best breaks the SLO and the variant meets it: meeting it comes before throughput."""
+    """KEEP: the running best breaks the SLO and the variant meets it: meeting it comes before throughput
+    (within SLO_REACHED_MAX_LOSS_PCT: slo_reached_or_floor)."""
     return decision.model_copy(update={"outcome": Outcome.KEEP,
                                        "reason": f"{SLO_REACHED}: meets the SLO the running best breaks ({why}); "
                                                  f"on throughput: {decision.reason}"})
+
+
+SLO_FLOOR = "slo_floor"  # the reason code of a variant that meets an SLO the best breaks, but too far below it
+
+
+def slo_not_shown(decision: Decision, why: str, launches: int) -> Decision:
+    """REVERT: the variant's launches never showed it within the SLO, nor breaking it."""
+    return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": (
+        f"{SLO_MISSED}: not shown within the SLO in {launches} launch(es), nor shown breaking it: {why} "
+        f"(on throughput: {decision.reason})")})
+
+
+def slo_unclear(decision: Decision, why: str, looks: int) -> Decision:
+    """NEEDS_REVIEW: one launch neither meets the SLO nor breaks it; the next look is read without it."""
+    return decision.model_copy(update={"outcome": Outcome.NEEDS_REVIEW, "reason": (
+        f"the SLO is unclear on this launch ({why}); measure again ({looks} of {looks + SLO_UNCLEAR_LOOKS} on the "
+        f"SLO; on throughput: {decision.reason})")})
+
+
+def slo_reached_or_floor(decision: Decision, why: str) -> Decision:
+    """The running best was shown breaking the SLO and the variant meets it: KEEP slo_reached within
+    SLO_REACHED_MAX_LOSS_PCT of the best's throughput, else REVERT slo_floor."""
+    gain = decision.gain_pct
+    if gain is not None and gain < -SLO_REACHED_MAX_LOSS_PCT:
+        return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": (
+            f"{SLO_FLOOR}: meets the SLO the running best breaks ({why}), but at {gain:+.2f}% it is more than "
+            f"{SLO_REACHED_MAX_LOSS_PCT:g}% below the running best; on throughput: {decision.reason}")})
+    return slo_reached(decision, why)
+
+
+def decide_reached_stack(fresh: Launches, best: Launches) -> Decision:
+    """May an slo_reached keeper join? Its fresh launch must stay within SLO_REACHED_MAX_LOSS_PCT of the best."""
+    gain, _, _ = launch_gain_interval(fresh, best)
+    if gain >= -SLO_REACHED_MAX_LOSS_PCT:
+        return Decision(outcome=Outcome.KEEP, gain_pct=gain, reason=(
+            f"a fresh launch of the stack meets the SLO too, {gain:+.2f}% from the running best (within the "
+            f"{SLO_REACHED_MAX_LOSS_PCT:g}% an SLO may cost)"))
+    return stack_unstable(f"a fresh launch of the stack is {gain:+.2f}% from the running best, more than the "
+                          f"{SLO_REACHED_MAX_LOSS_PCT:g}% an SLO may cost", gain)
 
 
 ACCURACY_REASONS = {"drop": "accuracy_drop", "unavailable": "accuracy_unavailable"}

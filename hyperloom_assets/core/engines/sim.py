@@ -157,9 +157,11 @@ ENGINE = EngineSpec(
     prefix_cache_off=prefix_cache_off,
     fatal_markers=(),
     startup=Startup(cold_s=60.0),
-    # The sim reads no environment: a model's env knob is judged by the prefixes of the flavor
-    # the sim speaks (core/proposer/guard.py), served, and changes nothing the sim models.
+    # A model's env knob is judged by the prefixes of the flavor the sim speaks
+    # (core/proposer/guard.py), served, and changes nothing the sim models.
     env_prefixes=(),
+    # What it does read: its test switches (sim/launch_script.py, sim/devices.py).
+    host_env_prefixes=("HYPERLOOM_SIM_",),
     flavor_of=flavor_of,
     accepted_flags_of=accepted_flags,
     harness_flags=HARNESS_FLAGS,

@@ -254,6 +254,9 @@ class EngineSpec(Frozen):
     startup: Startup
     accuracy_risks: tuple[AccuracyRisk, ...] = ()
     env_prefixes: tuple[str, ...]
+    # Env it reads from its host beyond its knobs (a stand-in's test switches): its servers
+    # inherit these and `env_prefixes`, besides the platform's (core/fleet/serving_env.py).
+    host_env_prefixes: tuple[str, ...] = ()
     boolean_flags: frozenset[str] = frozenset()
     multi_value_flags: frozenset[str] = frozenset()  # argparse nargs="+": every following non-flag token
     sequence_cap_key: str | None = None  # where its launch record states the resolved cap
@@ -278,6 +281,10 @@ class EngineSpec(Frozen):
     source_context: tuple[str, ...] = ()
     profiler: Profiler | None = None  # its own profiler; None: no profile can be taken
     devices: DeviceFlags = DeviceFlags()  # how many accelerators a server takes; none: one
+
+    def inherited_prefixes(self) -> tuple[str, ...]:
+        """The prefixes of the host's variables its servers inherit (core/fleet/serving_env.py)."""
+        return self.env_prefixes + self.host_env_prefixes
 
     def profile_source(self) -> ProfileSource:
         return self.profiler.source if self.profiler else ProfileSource()

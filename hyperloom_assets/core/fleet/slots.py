@@ -66,8 +66,31 @@ def _size(args: dict[str, str | None], flags: tuple[str, ...], engine: str) -> i
     return 1
 
 
-def devices_per_launch(engine: str, server_args: list[str]) -> int:
-    """How many accelerators one server of these args takes, from the engine's own size flags."""
+class Layout(Frozen):
+    """How one server spreads over its devices: tensor x pipeline x data-parallel ranks."""
+    tensor: int = 1
+    pipeline: int = 1
+    data: int = 1  # replicas that each hold the model; 1 where they split the tensor group (DP attention)
+
+    @property
+    def devices(self) -> int:
+        return self.tensor * self.pipeline * self.data
+
+    @property
+    def weight_passes(self) -> int:
+        """How many groups of the batch each read their own pass over the weights in one decode
+        step: a data-parallel replica reads its own copy, a pipeline micro-batch its stages'."""
+        return self.pipeline * self.data
+
+    def describe(self) -> str:
+        """The sizes above one ("TP2 x PP2"); "TP1" for a single device."""
+        sizes = [f"{name}{size}" for name, size in (("TP", self.tensor), ("PP", self.pipeline), ("DP", self.data))
+                 if size > 1]
+        return " x ".join(sizes) or "TP1"
+
+
+def launch_layout(engine: str, server_args: list[str]) -> Layout:
+    """One server's parallel sizes, from the engine's own size flags (every spelling it takes)."""
     spec = engine_for(engine)
     flags = spec.devices
     args = parse_args(server_args, spec.boolean_flags)
@@ -75,7 +98,13 @@ def devices_per_launch(engine: str, server_args: list[str]) -> int:
     data = _size(args, flags.data, engine)
     if flags.data_within_tensor and flags.data_within_tensor in args:
         data = 1  # the data-parallel ranks split the tensor-parallel group's devices
-    return tensor * pipeline * data
+    return Layout(tensor=tensor, pipeline=pipeline, data=data)
+
+
+def devices_per_launch(engine: str, server_args: list[str]) -> int:
+    """How many accelerators one server of these args takes: the one device count of a launch,
+    for its slot, its roofline and its throughput per GPU."""
+    return launch_layout(engine, server_args).devices
 
 
 def link_rank(cell: str) -> float:

@@ -1,9 +1,10 @@
 """Per-request latency percentiles, and what makes one of them meaningless. Pure code.
 
 TTFT, TPOT, ITL and E2E latency at p50, p90, p95 and p99 (linear interpolation, as
-`vllm bench serve` and stats.percentile compute them), over the requests of one round or pooled over a
-launch's measured rounds (metrics.latency_of), with a distribution-free upper bound on
-each tail percentile. The bound takes the requests as independent draws of one launch's
+`vllm bench serve` and stats.percentile compute them) and their mean, over the requests of one round or
+pooled over a launch's measured rounds (metrics.latency_of), with a 95% upper bound on each
+statistic an SLO may hold at (slo_statistic.py: distribution-free for a percentile, a
+skewness-corrected t bound for the mean). The bound takes the requests as independent draws of one launch's
 latency: a launch's rounds are pooled into one sample, and launches are never pooled,
 since each has its own placement, warm-up and compiled state. TPOT is (E2E - TTFT) / (output tokens - 1) per request, ITL
 each gap between streamed chunks.
@@ -21,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hyperloom_assets.core.measurement.percentile_bound import upper_rank
+from hyperloom_assets.core.config.targets import SloStatistic
+from hyperloom_assets.core.measurement.slo_statistic import STATISTICS, label, lower_bound, upper_bound
 from hyperloom_assets.core.models import Strict
 
 PERCENTILES = (50, 90, 95, 99)
-BOUNDED = (90, 95, 99)
 BOUND_CONFIDENCE = 0.95
 BURST_SHARE = 0.5  # from this share of multi-token streams arriving whole, TPOT and ITL are not per-token
 # No engine's decode step takes under 0.1 ms (a kernel launch per layer alone costs more): a
@@ -40,11 +41,20 @@ class Percentiles(Strict):
     p95: float
     p99: float
     count: int  # the samples they come from: requests, or chunk gaps for ITL
-    # Distribution-free 95% upper confidence bounds on the tail percentiles (percentile_bound.py);
-    # None when too few samples admit one (p99 needs 299).
+    mean: float | None = None  # None: recorded before the mean was kept
+    # 95% upper confidence bounds on each statistic an SLO may hold at (slo_statistic.py); None when
+    # too few samples admit one (p50 needs 5, p99 299, the mean 100) or recorded before it was kept.
+    p50_upper: float | None = None
     p90_upper: float | None = None
     p95_upper: float | None = None
     p99_upper: float | None = None
+    mean_upper: float | None = None
+    # 95% lower bounds on the same statistics: one over a limit shows the launch breaking it (slo_verdict.py).
+    p50_lower: float | None = None
+    p90_lower: float | None = None
+    p95_lower: float | None = None
+    p99_lower: float | None = None
+    mean_lower: float | None = None
 
     @classmethod
     def of(cls, seconds: list[float]) -> Percentiles:
@@ -53,13 +63,23 @@ class Percentiles(Strict):
             return cls(p50=0.0, p90=0.0, p95=0.0, p99=0.0, count=0)
         ordered = np.sort(np.asarray(seconds, dtype=float))
         values = {f"p{q}": float(v) * 1000 for q, v in zip(PERCENTILES, np.percentile(ordered, PERCENTILES))}
-        for q in BOUNDED:
-            rank = upper_rank(len(ordered), q, BOUND_CONFIDENCE)
-            values[f"p{q}_upper"] = None if rank is None else float(ordered[rank - 1]) * 1000
+        values["mean"] = float(np.mean(ordered)) * 1000
+        for statistic in STATISTICS:
+            for side, bound in (("upper", upper_bound(ordered, statistic, BOUND_CONFIDENCE)),
+                                ("lower", lower_bound(ordered, statistic, BOUND_CONFIDENCE))):
+                values[f"{label(statistic)}_{side}"] = None if bound is None else bound * 1000
         return cls(**values, count=len(ordered))
 
-    def at(self, q: int) -> float:
-        return getattr(self, f"p{q}")
+    def at(self, statistic: SloStatistic) -> float | None:
+        return getattr(self, label(statistic))
+
+    def upper(self, statistic: SloStatistic) -> float | None:
+        """The statistic's 95% upper bound; None when too few samples gave one."""
+        return getattr(self, f"{label(statistic)}_upper")
+
+    def lower(self, statistic: SloStatistic) -> float | None:
+        """The statistic's 95% lower bound; None when too few samples gave one, or recorded before it was kept."""
+        return getattr(self, f"{label(statistic)}_lower")
 
 
 class Latency(Strict):

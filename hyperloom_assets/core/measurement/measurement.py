@@ -33,6 +33,9 @@ class RequestRecord(Strict):
     prompt_tokens: int
     output_tokens: int = 0
     start_s: float = 0.0  # send time, relative to the round's start
+    # In a rate round, a session's first request: its scheduled arrival, relative to the round's
+    # start (start_s - arrival_s is its wait for a concurrency slot). None in a closed-loop round.
+    arrival_s: float | None = None
     ttft_s: float = 0.0
     e2el_s: float = 0.0
     itl_s: list[float] = []  # gaps between consecutive streamed chunks
@@ -40,6 +43,19 @@ class RequestRecord(Strict):
     turn: int | None = None
     error: str | None = None
     error_class: str | None = None  # one of serving.REQUEST_ERROR_CLASSES when the request failed
+
+
+class ArrivalLoad(Strict):
+    """How a rate round's client kept up with its arrival schedule (metrics.arrival_load), in the
+    client's clock, the one the workload's request_rate is in."""
+
+    offered_rate: float  # the workload's request_rate: sessions per second
+    achieved_rate: float  # sessions sent per second: all of them over the time the last one was sent
+    sessions: int
+    # The client's queue (sessions arrived and still waiting for a concurrency slot), its mean as
+    # seen by each arrival of the first and of the last quarter of the round's arrivals.
+    queue_start: float
+    queue_end: float
 
 
 class RepeatMetrics(Strict):
@@ -59,6 +75,7 @@ class RepeatMetrics(Strict):
     total_output_tokens: int = 0
     goodput: float | None = None  # requests/s meeting the SLO, when one is set
     latency: Latency | None = None  # this round's per-request percentiles
+    arrivals: ArrivalLoad | None = None  # a rate round's: how its client kept up with the schedule
 
 
 class Measurement(Strict):

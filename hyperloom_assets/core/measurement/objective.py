@@ -1,7 +1,7 @@
 """The target's objective as the numbers decisions compare, one per measured round. Pure code.
 
 `throughput` compares output tok/s; `goodput` the requests per second that met every limit
-of the target's slo (`metrics._meets_slo`, as `vllm bench serve --goodput` counts them).
+of the target's slo (`metrics.meets_slo`, as `vllm bench serve --goodput` counts them, in the engine's time).
 Decisions compare launches by the ratio of their geometric means, so a round where no
 request met the SLO still needs a positive value: it counts half a request over the
 round's duration (a continuity correction), which keeps it below any round where one did.

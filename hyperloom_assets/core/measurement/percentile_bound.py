@@ -7,6 +7,11 @@ distribution: the only assumption is that the requests are independent draws of 
 launch's latency. The bound is the smallest such order statistic, and there is none when
 even the largest draw is not enough: 1 - q^n < confidence, which for p99 at 95% means
 fewer than 299 requests (`min_samples`).
+
+The same counting bounds it from below: at least k draws fall below the q-quantile with
+probability P(Binomial(n, q) >= k), and then X_(k) is at or under it. The largest such k
+gives the lower bound (`lower_rank`): a launch whose lower bound is over a limit is shown
+breaking it, not merely not shown meeting it (slo_verdict.py).
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ def upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | Non
     below = binom.cdf(np.arange(n), n, q)  # below[k - 1] = P(Bin(n, q) <= k - 1), non-decreasing in k
     rank = int(np.searchsorted(below, confidence)) + 1
     return rank if rank <= n else None
+
+
+def lower_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
+    """The largest 1-based rank k whose order statistic bounds the percentile from below; None if none of n does."""
+    q = _check(percentile, confidence)
+    below = binom.cdf(np.arange(n), n, q)  # below[k - 1] = P(Bin(n, q) <= k - 1) = 1 - P(Bin(n, q) >= k)
+    rank = int(np.searchsorted(below, 1 - confidence, side="right"))  # the ranks with below[k - 1] <= 1 - confidence
+    return rank if rank >= 1 else None
 
 
 def percentile_upper_bound(values: Sequence[float], percentile: float, confidence: float = 0.95) -> float | None:

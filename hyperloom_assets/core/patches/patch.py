@@ -4,7 +4,10 @@ A patch file is a header of `# key: value` lines (what it changes, why it should
 its risk, the engine versions it applies to) followed by a unified diff; `git apply`
 skips the header as it skips an e-mail's text. A patch may touch only files of the
 engine's package inside the tree (`<import root>/<package>/...`): anything else would
-change what is measured without changing the engine.
+change what is measured without changing the engine. The diff is read by diff_text.py,
+which refuses what is more than a text edit of regular files (renames, copies, modes,
+symlinks, binary data); where git can be asked, git's own account of the paths decides
+too (git_paths.py).
 """
 
 from __future__ import annotations
@@ -17,11 +20,10 @@ from typing import Literal
 from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.hashing import sha256_text
 from hyperloom_assets.core.models import Frozen
+from hyperloom_assets.core.patches.diff_text import DiffError, read_diff
 
 HEADER_KEYS = ("engine", "changes", "why", "risk", "applies-to", "offer")
 _HEADER_LINE = re.compile(r"^#\s*([a-z-]+):\s*(.*)$")
-_DIFF_PATH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)")
-_GIT_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)")
 
 PatchSource = Literal["operator", "library", "llm"]
 
@@ -74,16 +76,12 @@ def _header(text: str) -> dict[str, str]:
 
 
 def touched_files(text: str) -> list[str]:
-    """The tree paths a unified diff touches (old and new names), in order, once each."""
+    """The tree paths a unified diff touches (old and new names), in order, once each; DiffError
+    (a ValueError) for a diff the reader does not understand in full (diff_text.py)."""
     found: list[str] = []
-    for line in text.splitlines():
-        match = _GIT_HEADER.match(line)
-        names = list(match.groups()) if match else []
-        plain = _DIFF_PATH.match(line)
-        if plain and plain.group(1) != "/dev/null":
-            names.append(plain.group(1))
-        for name in names:
-            if name not in found:
+    for section in read_diff(text):
+        for name in (section.old, section.new):
+            if name is not None and name not in found:
                 found.append(name)
     return found
 
@@ -91,7 +89,7 @@ def touched_files(text: str) -> list[str]:
 def _is_diff(text: str) -> bool:
     lines = text.splitlines()
     has_hunk = any(line.startswith("@@ ") for line in lines)
-    has_files = any(line.startswith("+++ ") for line in lines) or any(_GIT_HEADER.match(line) for line in lines)
+    has_files = any(line.startswith(("+++ ", "diff --git ")) for line in lines)
     return has_hunk and has_files
 
 
@@ -116,7 +114,10 @@ def parse_patch(text: str, name: str, source: PatchSource, spec: EngineSpec, whe
     label = where or name
     if not _is_diff(text):
         raise PatchError(f"{label}: not a unified diff (no `+++`/`diff --git` file line and `@@` hunk)")
-    files = touched_files(text)
+    try:
+        files = touched_files(text)
+    except DiffError as exc:
+        raise PatchError(f"{label}: {exc}") from exc
     bad = outside_package(files, package_prefix(spec))
     if bad:
         raise PatchError(f"{label}: touches {', '.join(bad)}, outside the {spec.name} package "

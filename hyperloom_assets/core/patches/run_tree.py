@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hyperloom_assets.core.config.names import SAFE_NAME_RULE, is_safe_name
 from hyperloom_assets.core.models import Strict
 
 
@@ -26,5 +27,19 @@ def branch_name(target: str) -> str:
     return f"hyperloom/{target}"
 
 
+def trees_dir(state_dir: Path) -> Path:
+    """Every run worktree's folder: nothing else under the state folder is a worktree's to touch."""
+    return Path(state_dir) / "trees"
+
+
 def worktree_path(state_dir: Path, target: str) -> Path:
-    return Path(state_dir) / "trees" / target
+    """`trees/<target>`; a name that is not one path segment (`..`, `a/b`, `-x`) is refused, not joined."""
+    if not is_safe_name(target):
+        raise ValueError(f"a target name of {SAFE_NAME_RULE}, got {target[:100]!r}")
+    return trees_dir(state_dir) / target
+
+
+def owner_mark(state_dir: Path, target: str) -> Path:
+    """The file that says the project made `trees/<target>`: beside it, so the served tree holds no
+    file of ours; a target's name never starts with `.`, so no target's tree can be this file."""
+    return trees_dir(state_dir) / f".{target}.hyperloom-worktree"

@@ -19,6 +19,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from hyperloom_assets.core.config.targets import SloStatistic
+from hyperloom_assets.core.measurement.slo_statistic import label
 from hyperloom_assets.core.measurement.telemetry import Telemetry
 from hyperloom_assets.core.models import Frozen, Strict
 
@@ -36,7 +38,7 @@ INTERFERENCE_RATIO = 3.0
 
 class SloBreach(Strict):
     """Which of the SLO's limits the running best breaks, with the figures a diagnosis cites."""
-    percentile: int
+    percentile: SloStatistic
     ttft_ms: float | None = None  # the breaking launch's 95% upper bound at the percentile, where over its limit
     tpot_ms: float | None = None
     e2e_ms: float | None = None
@@ -92,18 +94,18 @@ def _cap_bound(t: Telemetry | None, cap: int | None, concurrency: int) -> str | 
 
 
 def _slo_bound(breach: SloBreach, t: Telemetry | None) -> Diagnosis:
-    q = breach.percentile
+    q = label(breach.percentile)
     if breach.tpot_ms is not None:
         ratio = breach.itl_p99_ms / breach.tpot_p50_ms if breach.tpot_p50_ms > 0 else 0.0
         if ratio >= INTERFERENCE_RATIO:
             return Diagnosis(bottleneck="slo_prefill_interference", because=(
-                f"TPOT p{q} bound {breach.tpot_ms:.4g} ms is over the SLO and the ITL p99 {breach.itl_p99_ms:.4g} ms "
+                f"TPOT {q} bound {breach.tpot_ms:.4g} ms is over the SLO and the ITL p99 {breach.itl_p99_ms:.4g} ms "
                 f"is {ratio:.1f}x the median TPOT {breach.tpot_p50_ms:.4g} ms"))
         return Diagnosis(bottleneck="slo_batch_tpot", because=(
-            f"TPOT p{q} bound {breach.tpot_ms:.4g} ms is over the SLO with even steps (ITL p99 "
+            f"TPOT {q} bound {breach.tpot_ms:.4g} ms is over the SLO with even steps (ITL p99 "
             f"{breach.itl_p99_ms:.4g} ms, {ratio:.1f}x the median TPOT)"))
-    over = f"TTFT p{q} bound {breach.ttft_ms:.4g} ms" if breach.ttft_ms is not None else \
-        f"E2E p{q} bound {breach.e2e_ms:.4g} ms"
+    over = f"TTFT {q} bound {breach.ttft_ms:.4g} ms" if breach.ttft_ms is not None else \
+        f"E2E {q} bound {breach.e2e_ms:.4g} ms"
     waiting = f", {t.waiting_mean:.1f} requests waiting on average" if t and t.waiting_mean is not None else ""
     return Diagnosis(bottleneck="slo_queueing", because=f"{over} is over the SLO while TPOT holds{waiting}")
 

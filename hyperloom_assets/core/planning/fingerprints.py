@@ -69,6 +69,17 @@ def trial_fingerprint(keepers: list[Variant], variant: Variant) -> str:
     return variant_fingerprint(merge_changes([*keepers, variant]))
 
 
+# The operator's own config: the empty change. The climb's relaunches of it record no
+# fingerprint (trials.py, baseline_beside.py); core/report/pareto.py reads them as this one.
+BASELINE_FINGERPRINT = fingerprint_change([], {})
+
+
+def config_fingerprint(keepers: list[Variant]) -> str:
+    """The fingerprint of the config a stack of keepers launches, as the climb records it for a
+    trial or relaunch of the same changes (trials.py); the baseline's for none."""
+    return trial_fingerprint(keepers[:-1], keepers[-1]) if keepers else BASELINE_FINGERPRINT
+
+
 def trace_sha1(path: Path) -> str:
     """The hash of a trace file's bytes; an unreadable file hashes as its absence."""
     try:

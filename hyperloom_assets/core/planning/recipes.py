@@ -25,6 +25,7 @@ from hyperloom_assets.core.models import Frozen, Strict
 from hyperloom_assets.core.patches.patch import SourcePatch
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
 from hyperloom_assets.core.planning.variants import RecipeOrigin, Variant, merge_changes
+from hyperloom_assets.core.proposer.allowlist import Allowlist
 from hyperloom_assets.core.proposer.guard import GuardInputs, guard
 from hyperloom_assets.core.proposer.replies import EnvSetting, ProposedChange
 from hyperloom_assets.core.roofline.model_shape import ModelShape
@@ -141,8 +142,12 @@ def offered_recipes(recipes: list[Recipe], keepers: list[Variant], tried: set[st
     return variants
 
 
-def guard_refusal(recipe: Recipe, spec: EngineSpec, harness: frozenset[str], env_prefixes: tuple[str, ...]) -> str | None:
+def guard_refusal(recipe: Recipe, spec: EngineSpec, harness: frozenset[str], env_prefixes: tuple[str, ...],
+                  allowed: Allowlist) -> str | None:
     """The proposer's guard over a recipe, as over a model's proposal: its first refusal, or None.
+
+    `allowed` is this target's allowlist: a recipe filed by another target (or by a release of
+    the guard before the allowlist) carries only what this target's grid and search_space allow.
 
     The checks that need the serving host (the engine's parser, `git apply --check`) are the
     trial's: a recipe is launched only as a trial, and its patches meet the critic and git there.
@@ -151,7 +156,8 @@ def guard_refusal(recipe: Recipe, spec: EngineSpec, harness: frozenset[str], env
                             env=[EnvSetting(name=k, value=v) for k, v in recipe.set_env.items()],
                             patch="".join(p.text for p in recipe.patches) or None, rationale="")
     prefix = f"{spec.source_import_root}/{spec.package}".removeprefix("./")
-    verdict = guard(change, spec, harness, GuardInputs(package_prefix=prefix, env_prefixes=env_prefixes))
+    verdict = guard(change, spec, harness, GuardInputs(package_prefix=prefix, env_prefixes=env_prefixes,
+                                                       allowed=allowed))
     refusals = [r for r in verdict.refusals if not (r.rule == "empty_proposal" and recipe.remove_args)]
     return f"{refusals[0].rule}: {refusals[0].detail}" if refusals else None
 

@@ -2,9 +2,9 @@
 
 A larger batch streams each request's tokens more slowly: TPOT, and so E2E latency, grow
 with the number of sequences decoded together. Once a trial that set the sequence cap to
-N broke the SLO's TPOT or E2E limit, every cap of N or more would break it too (on this
-workload, whatever else the stack holds), so the planner stops proposing them instead of
-spending a launch on each.
+N was shown breaking the SLO's TPOT or E2E limit (a lower bound over it), every cap of N or
+more would break it too (on this workload, whatever else the stack holds), so the planner
+stops proposing them instead of spending a launch on each.
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ from hyperloom_assets.core.planning.variants import Variant, setting_key, split_
 
 
 def broke_batch_latency(slo: TargetSlo | None, verdict: SloVerdict | None) -> bool:
-    """The verdict broke a limit that the batch size drives (TPOT or E2E), by its upper bound."""
+    """The verdict was shown breaking a limit that the batch size drives (TPOT or E2E): its lower bound is
+    over it. A bound merely over the limit rules nothing out: the cap may well meet it (slo_verdict.py).
+    A verdict without a lower bound (recorded before they were kept, or too few requests) reads its upper."""
     if slo is None or verdict is None or verdict.met:
         return False
-    return any(limit is not None and upper is not None and upper > limit
-               for limit, upper in ((slo.tpot_ms, verdict.tpot_upper_ms), (slo.e2e_ms, verdict.e2e_upper_ms)))
+    return any(limit is not None and (lower if lower is not None else upper or 0.0) > limit
+               for limit, lower, upper in ((slo.tpot_ms, verdict.tpot_lower_ms, verdict.tpot_upper_ms),
+                                           (slo.e2e_ms, verdict.e2e_lower_ms, verdict.e2e_upper_ms)))
 
 
 def cap_set_by(variant: Variant, cap_flag: str, booleans: frozenset[str]) -> int | None:

@@ -4,7 +4,9 @@ The stack is validated on pairs of fresh servers, the baseline's and the stack's
 slot they take turns (base, stack, base, stack). A run that holds two slots or more serves
 each pair's two sides at the same moment on two slots, so drift between launches cannot
 fall on one side, and the validation takes half the time or less. The sides swap slots from
-one wave of pairs to the next, so a slot that serves faster cannot favour one side either.
+one pair to the next, inside a wave (base on slot 0 and stack on slot 1 for its first pair,
+stack on slot 2 and base on slot 3 for its second, ...) and from one wave to the next, so a
+slot that serves faster, or a parity of slots that does, cannot favour one side either.
 """
 
 from __future__ import annotations
@@ -33,10 +35,9 @@ def validation_waves(pairs: int, slots: int, together: bool = True) -> list[list
     per_wave = slots // 2
     waves: list[list[ValidationLaunch]] = []
     for start in range(0, pairs, per_wave):
-        swapped = len(waves) % 2 == 1
         wave = []
         for group, pair in enumerate(range(start + 1, min(start + per_wave, pairs) + 1)):
-            order = SIDES[::-1] if swapped else SIDES
+            order = SIDES[::-1] if (len(waves) + group) % 2 else SIDES  # alternate pair by pair, wave by wave
             wave += [ValidationLaunch(pair=pair, side=side, slot=2 * group + order.index(side)) for side in SIDES]
         waves.append(wave)
     return waves

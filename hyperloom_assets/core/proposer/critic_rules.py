@@ -3,11 +3,20 @@
 It answers what a model critic answers (a CriticReply), and never calls a provider. Each
 reason that rejects names its rule:
 
-- `sensitive_code`: a patch line added or removed that handles errors, security,
-  networking, files or processes (critic_v1: "touches error handling, security,
-  networking or file access"). Performance patches change arithmetic and scheduling; a
-  patch that also changes what happens on failure or what reaches the outside is a
-  different change than the one measured.
+- `sensitive_code`: Python added or removed that handles errors (try, except, finally,
+  raise, suppress) or security (auth, TLS, secrets, tokens) (critic_v1: "touches error
+  handling, security, networking or file access"). Performance patches change arithmetic
+  and scheduling; a patch that also changes what happens on failure is a different change
+  than the one measured.
+- `denied_import`, `dynamic_import`, `dynamic_code`, `dynamic_attribute`,
+  `environment_access`, `file_access`, `network_access`, `process_control`: Python that
+  reaches the outside world, or reaches code or names the critic cannot read; decided on
+  the syntax tree (code_rules.py), never by matching a line's text, so a spelling such as
+  `__import__("o"+"s")` or `getattr(mod, name)` is refused for what it is.
+- `unparseable_python`: a change the critic cannot parse soundly (code_regions.py: in its
+  hunk, else in the whole file when the caller has the tree), refused rather than guessed.
+- `unreadable_patch`: a diff that is more than text edits of regular files (a rename,
+  copy, mode, symlink or binary header; core/patches/diff_text.py).
 - `sensitive_file`: a patch of the engine's serving layer (its entrypoints, HTTP server,
   API protocol): the harness measures through it, so a change there can change the
   measurement instead of the engine.
@@ -25,25 +34,35 @@ from typing import Literal
 
 from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.models import Frozen
-from hyperloom_assets.core.patches.patch import touched_files
+from hyperloom_assets.core.patches.diff_text import DiffError, read_diff
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
+from hyperloom_assets.core.proposer.code_regions import python_reasons
+from hyperloom_assets.core.proposer.code_rules import DENIED_MODULES
 from hyperloom_assets.core.proposer.replies import CriticReply
 
 RULES: dict[str, str] = {
-    "sensitive_code": "a patch must not change error handling, security, networking, file access or processes",
+    "sensitive_code": "a patch must not change error handling (try, except, finally, raise, suppress) or security "
+                      "(auth, TLS, secrets, tokens)",
+    "denied_import": "a patch must not import os, subprocess, socket, shutil, ctypes, importlib, pickle, marshal, "
+                     "multiprocessing, http, urllib, requests, aiohttp or another module that reaches processes, "
+                     f"files, the network or code by name ({len(DENIED_MODULES)} in all, core/proposer/code_rules.py)",
+    "dynamic_import": "no __import__, importlib, sys.modules or sys.path, star import or helper that imports by name",
+    "dynamic_code": "no exec, eval, compile, breakpoint, pickle, marshal, ctypes or torch.load: code the critic "
+                    "cannot read",
+    "dynamic_attribute": "no getattr, setattr or delattr on a module, on a call's result or with a computed name; "
+                         "no vars(), globals(), locals(), __dict__, __builtins__, frames or module handed on as a value",
+    "environment_access": "no os.environ, os.getenv, putenv or any `environ`: the environment is the harness's",
+    "file_access": "no open(), io.open, Path(...).read_text/read_bytes/write_*/open/unlink, os file calls or shutil",
+    "network_access": "no socket, urllib, http.client, requests, aiohttp or other network call",
+    "process_control": "no subprocess, os.system, os.popen, os.exec*/spawn*/fork/kill, multiprocessing, signal or exit",
+    "unparseable_python": "every changed Python region parses soundly: in its hunk, or, with the tree at hand, in "
+                          "the patched file",
+    "unreadable_patch": "a patch is a plain unified diff of regular text files: no rename, copy, mode, symlink or "
+                        "binary header",
     "sensitive_file": "a patch must not change the engine's serving layer (entrypoints, HTTP server, API protocol)",
     "unstated_accuracy_risk": "a change that can change the answers says so in its rationale",
 }
 
-# (what it is, a pattern over one changed line of Python)
-SENSITIVE_CODE: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("error handling", re.compile(r"^\s*(try\s*:|except\b|finally\s*:|raise\b)|\bsuppress\(")),
-    ("security", re.compile(r"\b(ssl|tls|auth\w*|password|secret|api_key|token_urlsafe|hmac|verify\s*=)\b", re.I)),
-    ("networking", re.compile(r"\b(socket|urllib|requests|http\.client|aiohttp|httpx|zmq)\b")),
-    ("file access", re.compile(r"\bopen\(|\bos\.(remove|unlink|rename|makedirs|chmod)\b|\bshutil\.|\.write_(text|bytes)\(|"
-                               r"\.unlink\(")),
-    ("processes", re.compile(r"\bsubprocess\b|\bos\.(system|popen|exec\w*|kill)\b|\beval\(|\bexec\(|\bpickle\.loads?\(")),
-)
 SERVING_PATHS = re.compile(r"(^|/)(entrypoints|serving|openai|http_server|api_server|protocol)(/|\.py$|_)|"
                            r"(^|/)server\.py$")
 RISK_WORDS = re.compile(r"accura|precision|dtype|quantiz|numeric|answers?\b|outputs? change|fp8|int8|int4", re.I)
@@ -56,32 +75,31 @@ class CriticChange(Frozen):
     env: tuple[tuple[str, str], ...] = ()
     patch: str | None = None
     rationale: str = ""
+    # (path, text before, text after) of Python files the patch changes, where the caller has the tree: the
+    # critic reads a file whole where a hunk alone cannot be read soundly (code_regions.py).
+    patched: tuple[tuple[str, str, str], ...] = ()
 
 
 def changed_lines(patch: str) -> list[tuple[str, str]]:
-    """(file, line) for each line a unified diff adds or removes."""
-    found, current = [], ""
-    for line in patch.splitlines():
-        if line.startswith(("+++ ", "--- ")):
-            name = line[4:].strip()
-            current = name[2:] if name.startswith(("a/", "b/")) else name
-        elif line[:1] in "+-" and not line.startswith(("+++", "---")):
-            found.append((current, line[1:]))
-    return found
+    """(file, line) for each line a unified diff adds or removes (none for a diff the reader refuses)."""
+    try:
+        files = read_diff(patch)
+    except DiffError:
+        return []
+    return [(diff.path, line[1:]) for diff in files for hunk in diff.hunks for line in hunk.lines if line[0] in "+-"]
 
 
-def _patch_reasons(patch: str) -> tuple[list[str], list[str]]:
-    """(rejecting reasons, approving reasons) for a patch's files and lines."""
-    rejects = [f"sensitive_file: {path} is the engine's serving layer" for path in touched_files(patch)
-               if SERVING_PATHS.search(path)]
-    for path, line in changed_lines(patch):
-        for what, pattern in SENSITIVE_CODE:
-            if pattern.search(line):
-                rejects.append(f"sensitive_code: {path} changes {what}: {line.strip()[:120]!r}")
-                break
-    files = ", ".join(touched_files(patch)) or "no file"
-    return rejects, [f"the patch touches {files}; no error handling, security, networking, file access or "
-                     "process line changes"]
+def _patch_reasons(patch: str, patched: tuple[tuple[str, str, str], ...]) -> tuple[list[str], list[str]]:
+    """(rejecting reasons, approving reasons) for a patch's files and code."""
+    try:
+        files = read_diff(patch)
+    except DiffError as exc:
+        return [f"unreadable_patch: {exc}"], []
+    paths = list(dict.fromkeys(name for diff in files for name in (diff.old, diff.new) if name))
+    rejects = [f"sensitive_file: {path} is the engine's serving layer" for path in paths if SERVING_PATHS.search(path)]
+    rejects += python_reasons(files, {path: (before, after) for path, before, after in patched})
+    return rejects, [f"the patch touches {', '.join(paths) or 'no file'}; its Python, parsed, handles no error, "
+                     "security, environment, file, network, process or dynamic import"]
 
 
 def review(change: CriticChange, spec: EngineSpec) -> CriticReply:
@@ -89,7 +107,7 @@ def review(change: CriticChange, spec: EngineSpec) -> CriticReply:
     rejects: list[str] = []
     approves: list[str] = []
     if change.patch:
-        rejects_patch, approves_patch = _patch_reasons(change.patch)
+        rejects_patch, approves_patch = _patch_reasons(change.patch, change.patched)
         rejects += rejects_patch
         approves += approves_patch
     risk = accuracy_risk(spec, list(change.server_args), dict(change.env))

@@ -6,6 +6,10 @@ the engine serves no /metrics), the profile table, what won on targets of the sa
 (the recipe memory), every trial so far with its outcome and interval,
 the engine's own flag list as its installed parser registers it, and for patches a few
 source files of the engine's package within a size bound.
+
+No secret of the target reaches a prompt: the payload is redacted (core/secrets.py) of
+the target's secret env values and secret flags' values wherever they appear, launch
+evidence and trial reasons included.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
+from hyperloom_assets.core.secrets import Redactor, redact_argv, redact_env
 
 
 def baseline_telemetry(baseline: BaselineResult) -> dict[str, Any] | None:
@@ -43,11 +48,21 @@ def proposer_payload(target: Target, baseline: BaselineResult, roofline: Rooflin
                      trials: list[TrialRecord], flags: list[dict], profile: dict[str, Any] | None,
                      sources: dict[str, str], kept: list[str], max_proposals: int,
                      recipes: list[dict] | None = None) -> dict[str, Any]:
+    secrets = Redactor.of(env=target.env, argv=target.server_args)
+    # The engine's own flag list and sources are its text, not the target's: left word for word,
+    # so a patch's context lines match the file.
+    return {**secrets.value(_evidence(target, baseline, roofline, trials, profile, kept, max_proposals, recipes)),
+            "engine_flags": flags, "engine_sources": sources}
+
+
+def _evidence(target: Target, baseline: BaselineResult, roofline: RooflineResult, trials: list[TrialRecord],
+              profile: dict[str, Any] | None, kept: list[str], max_proposals: int,
+              recipes: list[dict] | None) -> dict[str, Any]:
     m, r, a = baseline.measurement, roofline.roofline, roofline.achieved
     return {
         "ask": f"at most {max_proposals} proposals",
-        "target": {"engine": target.engine, "model": target.model.name, "server_args": target.server_args,
-                   "env": target.env, "workload": target.workload.model_dump(mode="json")},
+        "target": {"engine": target.engine, "model": target.model.name, "server_args": redact_argv(target.server_args),
+                   "env": redact_env(target.env), "workload": target.workload.model_dump(mode="json")},
         "hardware": roofline.hardware.model_dump(mode="json"),
         "roofline": {"binding": r.binding, "ceiling_tok_s": r.ceiling_tok_s, "explanation": r.explanation,
                      "achieved_pct": a.achieved_pct},
@@ -59,11 +74,10 @@ def proposer_payload(target: Target, baseline: BaselineResult, roofline: Rooflin
         "recipes_of_this_class": recipes or [],
         "kept_so_far": kept,
         "trials_so_far": trial_rows(trials),
-        "engine_flags": flags,
-        "engine_sources": sources,
     }
 
 
 def critic_payload(proposal: dict[str, Any], proposer_evidence: dict[str, Any], risk_rules: dict[str, str]) -> dict[str, Any]:
     evidence = {k: v for k, v in proposer_evidence.items() if k not in ("engine_flags", "engine_sources", "ask")}
-    return {"proposal": proposal, "evidence": evidence, "risk_rules": risk_rules}
+    # The proposal's own secret-named env values and secret flags' values only: its patch stays word for word.
+    return {"proposal": Redactor().value(proposal, exact=True), "evidence": evidence, "risk_rules": risk_rules}

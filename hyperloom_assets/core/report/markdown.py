@@ -11,6 +11,8 @@ from hyperloom_assets.core.decisions.stop_reasons import describe as describe_st
 from hyperloom_assets.core.config.targets import Objective, TargetSlo
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.capacity import CapacityAtSlo
+from hyperloom_assets.core.measurement.slo_power import AT_LIMIT
+from hyperloom_assets.core.measurement.slo_statistic import label
 from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.report.pareto import Frontier
@@ -20,6 +22,7 @@ from hyperloom_assets.core.profile.trace import CATEGORIES
 from hyperloom_assets.core.report.rendering import table, trials_markdown
 from hyperloom_assets.core.report.tables import describe_change
 from hyperloom_assets.core.roofline.roofline import Achieved
+from hyperloom_assets.core.secrets import shell_command
 
 
 class SourceTree(Strict):
@@ -118,24 +121,60 @@ def slo_text(slo: TargetSlo, baseline: SloVerdict, final: SloVerdict | None) -> 
         return f"{who} meets it" if verdict.met else f"{who} does not ({verdict.why})"
 
     parts = [said("the baseline", baseline)] + ([said("the final config", final)] if final else [])
-    return f"SLO (p{slo.percentile}, 95% upper bounds, launch by launch: {limits}): {'; '.join(parts)}."
+    return f"SLO ({label(slo.percentile)}, 95% upper bounds, launch by launch: {limits}): {'; '.join(parts)}."
+
+
+def slo_caveat(baseline: SloVerdict, final: SloVerdict | None) -> str:
+    """What the SLO sentence's 95% is about: these launches, their requests taken as independent draws,
+    and how many requests a launch had against how many give the verdict its power."""
+    counted = [v.requests for v in (baseline, final) if v is not None and v.requests is not None]
+    requests = (f", over at least {min(counted)} requests a launch ({baseline.requests_for_power} give a config at "
+                f"{AT_LIMIT:.0%} of a limit a {baseline.power:.0%} chance to read as meeting it)"
+                if counted and baseline.requests_for_power else "")
+    return f"Each verdict holds {baseline.assumption}{requests}."
 
 
 def capacity_text(capacity: CapacityAtSlo) -> str:
-    """The headline's sentence: each side's capacity within the SLO, where it broke, and the stack's gain."""
+    """The headline's sentence: each side's capacity within the SLO as the search bracketed it (the
+    highest load that met, the lowest that broke), "at least" where nothing broke, and the stack's
+    gain only where both sides are bracketed."""
     noun = "concurrent streams" if capacity.unit == "concurrency" else "requests/s"
+    base, base_note = _capacity_side(capacity, "baseline")
+    stack, stack_note = _capacity_side(capacity, "stack")
+    return (f"Capacity at the SLO: the baseline serves {base}{' ' + noun if capacity.baseline is not None else ''} "
+            f"within it{base_note}, the stack {stack}{stack_note}{_capacity_gain(capacity)}.")
 
-    def side(value: float | None, name: str) -> str:
-        return "not measured" if value is None else f"{'at least ' if name in capacity.at_ceiling else ''}{value:g}"
 
-    def broke(load: float | None) -> str:
-        return f" ({load:g} broke it)" if load is not None else ""
+def _capacity_side(capacity: CapacityAtSlo, side: str) -> tuple[str, str]:
+    """(the side's capacity, its note: where it broke, or why it is a lower bound)."""
+    load, broke = getattr(capacity, side), getattr(capacity, f"{side}_broke_at")
+    if load is None:
+        return "not measured", ""
+    if broke is None:
+        why = "the highest load the search may probe" if side in capacity.at_ceiling else "no load probed broke it"
+        return f"at least {load:g}", f" ({why})"
+    failed = next((p for p in getattr(capacity, f"{side}_probes") if p.failed and p.load == broke), None)
+    how = f": {failed.why}" if failed else ""
+    if load == 0:
+        return f"under {broke:g}", f" ({broke:g} broke it, the lowest load probed{how})"
+    return f"{load:g}", f" ({broke:g} broke it{how})"
 
+
+def _capacity_gain(capacity: CapacityAtSlo) -> str:
+    """The gain where both sides are bracketed, "at least" where only the stack's is a lower bound
+    above the load that broke the baseline, else none."""
     gain = capacity.gain_pct()
-    more = f", {gain:+.0f}%" if gain is not None else ""
-    return (f"Capacity at the SLO: the baseline serves {side(capacity.baseline, 'baseline')} {noun} within it"
-            f"{broke(capacity.baseline_broke_at)}, the stack {side(capacity.stack, 'stack')}"
-            f"{broke(capacity.stack_broke_at)}{more}.")
+    if gain is not None:
+        return f", {gain:+.0f}%"
+    at_least = capacity.gain_at_least_pct()
+    if at_least is not None:
+        return f", at least {at_least:+.0f}%"
+    bounds = [side for side in ("baseline", "stack")
+              if getattr(capacity, side) is not None and not capacity.bracketed(side)]
+    if capacity.baseline is not None and capacity.stack is not None and bounds:
+        what = "both are only lower bounds" if len(bounds) == 2 else f"the {bounds[0]}'s is only a lower bound"
+        return f"; no gain figure, as {what}"
+    return ""
 
 
 def launches_text(launches: dict[str, int]) -> str:
@@ -200,29 +239,31 @@ def _pareto(r: ReportInputs) -> list[str]:
     found = r.pareto
     if found is None:
         return []
-    line = found.frontier
+    # Under an SLO the frontier to act on is the one of the points within it.
+    line = found.slo_frontier if found.has_slo else found.frontier
     rows = [(p.config, p.kind, p.concurrency, f"{p.tok_s_per_gpu:,.1f}", f"{p.tok_s_per_user:,.1f}",
              "" if p.meets_slo is None else ("yes" if p.meets_slo else "no")) for p in line]
     unread = sum(1 for p in found.points if p.tok_s_per_user is None)
+    within = f", {len(line)} on the frontier of those within the SLO (the table)" if found.has_slo else ""
     lines = ["## Pareto frontier", "",
              f"Every measurement of this run ({len(found.points)}), as output tok/s per GPU ({found.devices} serving "
-             f"the model) against tok/s per user (1000 / TPOT p50); {len(line)} on the frontier"
+             f"the model) against tok/s per user (1000 / TPOT p50), each named by the config it measured; "
+             f"{len(found.frontier)} on the frontier{within}"
              + (f", {unread} without a per-token TPOT left off it" if unread else "") + ".", ""]
     if line:
         lines += [table(["config", "measured in", "concurrency", "tok/s per GPU", "tok/s per user", "within SLO"],
                         rows), ""]
-    lines += [_recommendation(found)] if found.slo_user_floor is not None or found.recommended or \
-        any(p.meets_slo is not None for p in found.points) else []
+    lines += [_recommendation(found)] if found.has_slo else []
     return lines + [""] + _image(r.pareto_plot)
 
 
 def _recommendation(found: Frontier) -> str:
     pick = found.recommended
     if pick is None:
-        return "Recommended for the SLO: none: no point on the frontier meets it."
+        return "Recommended for the SLO: none: no point with a per-token TPOT meets it."
     return (f"Recommended for the SLO: **{pick.config}** at concurrency {pick.concurrency}: {pick.tok_s_per_gpu:,.1f} "
             f"tok/s per GPU at {pick.tok_s_per_user:,.1f} tok/s per user, the most throughput per GPU of the "
-            f"frontier's points within the SLO (measured in a {pick.kind} round).")
+            f"points within the SLO (measured in a {pick.kind} round).")
 
 
 REPORT_TOP_OPS = 10
@@ -248,18 +289,21 @@ def _profile(r: ReportInputs) -> list[str]:
 
 
 def _commands(r: ReportInputs) -> list[str]:
-    def env_prefix(env: dict[str, str]) -> str:
-        return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
-
+    """The servers' commands as a person pastes them: a redacted secret (core/secrets.py) is read
+    from a variable of their shell (`HF_TOKEN="$HF_TOKEN"`, `--hf-token "$HF_TOKEN"`), never written."""
+    baseline, read = shell_command(r.baseline_env, r.baseline_argv)
+    final, read_too = shell_command(r.final_env, r.final_argv)
+    variables = list(dict.fromkeys(read + read_too))
+    secrets = ([f"Secrets are not written here: set {', '.join(f'`{v}`' for v in variables)} in your shell first.", ""]
+               if variables else [])
     checkout = []
     if r.source_tree is not None:
         tree = r.source_tree
         checkout = ["Final source tree (the run's branch; serve it with its import root first on PYTHONPATH):", "",
                     "```", f"git -C {shlex.quote(tree.operator_tree)} checkout {tree.tree_commit}  # {tree.branch}",
                     "```", ""]
-    return ["## Reproduce", "", "Baseline server:", "", "```", f"{env_prefix(r.baseline_env)} {shlex.join(r.baseline_argv)}".strip(),
-            "```", "", *checkout, "Final server:", "", "```",
-            f"{env_prefix(r.final_env)} {shlex.join(r.final_argv)}".strip(), "```", ""]
+    return ["## Reproduce", "", *secrets, "Baseline server:", "", "```", baseline, "```", "", *checkout, "Final server:", "",
+            "```", final, "```", ""]
 
 
 def _source_tree(r: ReportInputs) -> list[str]:

@@ -152,8 +152,10 @@ def plot_roofline_position(roofline: Roofline, before: Achieved, after: Achieved
 
 
 def plot_pareto(found: Frontier, path: Path) -> Path:
-    """Throughput per GPU against per user: every readable point, the frontier as a line, the
-    SLO's TPOT floor as a vertical line, points within the SLO filled and those outside it hollow."""
+    """Throughput per GPU against per user: every readable point, coloured by the config it
+    measured. Under an SLO: the frontier within it as the line, the frontier of every point
+    (shaped by points outside it too) dashed for context, the TPOT floor as a vertical line,
+    points outside it hollow and the recommendation starred; without one, the one frontier."""
     figure, axes = plt.subplots(figsize=(6.4, 4.6), dpi=100)
     colors = {"baseline": "tab:blue", "stack": "tab:orange"}
     for config in sorted({p.config for p in found.points}):
@@ -170,10 +172,7 @@ def plot_pareto(found: Frontier, path: Path) -> Path:
         if outside:
             axes.scatter([p.tok_s_per_user for p in outside], [p.tok_s_per_gpu for p in outside], facecolors="none",
                          edgecolors=color, label=None if within else label, s=28)
-    line = found.frontier
-    if line:
-        axes.plot([p.tok_s_per_user for p in line], [p.tok_s_per_gpu for p in line], color="black", linewidth=1,
-                  label="Pareto frontier")
+    _frontier_lines(axes, found)
     if found.slo_user_floor is not None:
         axes.axvline(found.slo_user_floor, color="tab:red", linestyle="--", linewidth=1, label="SLO: TPOT limit")
     if found.recommended is not None:
@@ -182,7 +181,27 @@ def plot_pareto(found: Frontier, path: Path) -> Path:
                      label="recommended", zorder=5)
     axes.set_xlabel("tokens/s per user (1000 / TPOT p50)")
     axes.set_ylabel(f"output tokens/s per GPU ({found.devices} serving the model)")
-    axes.set_title("Every measurement of the run (hollow: outside the SLO)")
+    axes.set_title(pareto_title(found))
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
     return _save(figure, path)
+
+
+def pareto_title(found: Frontier) -> str:
+    """The plot's title: the SLO is spoken of only where the target sets one."""
+    return "Every measurement of the run (hollow: outside the SLO)" if found.has_slo else "Every measurement of the run"
+
+
+def _frontier_lines(axes, found: Frontier) -> None:
+    everything = found.frontier
+    if found.has_slo:
+        within = found.slo_frontier
+        if within:
+            axes.plot([p.tok_s_per_user for p in within], [p.tok_s_per_gpu for p in within], color="black",
+                      linewidth=1, label="Pareto frontier within the SLO")
+        if everything and everything != within:
+            axes.plot([p.tok_s_per_user for p in everything], [p.tok_s_per_gpu for p in everything], color="gray",
+                      linewidth=1, linestyle=":", label="Pareto frontier of every point")
+    elif everything:
+        axes.plot([p.tok_s_per_user for p in everything], [p.tok_s_per_gpu for p in everything], color="black",
+                  linewidth=1, label="Pareto frontier")

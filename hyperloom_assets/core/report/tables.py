@@ -93,7 +93,8 @@ TRIAL_COLUMNS = columns_of(
     ("reason", "string", "why the decision rule decided so"),
     ("critic", "string", "the critic's verdict and reasons, for a change that touches the tree or came from a model"),
     ("slo", "string", "the target's SLO over the variant's launches: met or missed, each limit at the percentile "
-                      "with its 95% upper bound; empty without an SLO"),
+                      "with its 95% upper bound, for these launches, their requests taken as independent; empty "
+                      "without an SLO"),
     ("ran_on", "string", "where the trial's launches ran, host:devices of each slot they took (a pool's member or "
                          "a host that declares its gpus); empty where the target's host serves whole"),
 ) + TELEMETRY_COLUMNS
@@ -215,14 +216,18 @@ def positions_table(found: list[Position]) -> Table:
 
 PARETO_COLUMNS = columns_of(
     ("measurement_id", "int", "the result store's measurement id"),
-    ("config", "string", "baseline, stack, or a trial's keepers and variant"),
-    ("kind", "string", "baseline, trial, best_relaunch, validation, sweep or capacity"),
+    ("config", "string", "the config it measured, by fingerprint: baseline, stack, a trial's keepers and variant, "
+                         "or unrecorded"),
+    ("fingerprint", "string", "that config's fingerprint; empty where its row did not record one"),
+    ("kind", "string", "the step that measured it: baseline, trial, best_relaunch, validation, sweep or capacity"),
     ("concurrency", "int", "requests in flight"),
     ("tok_s_per_gpu", "float", "output tok/s per device serving the model"),
     ("tok_s_per_user", "float", "1000 / TPOT p50; empty where TPOT is not per-token"),
     ("meets_slo", "string", "yes or no under the target's SLO, that launch alone; empty without an SLO"),
     ("on_frontier", "bool", "no other point is as good on both axes and better on one"),
-    ("recommended", "bool", "the frontier point within the SLO with the most throughput per GPU"),
+    ("on_slo_frontier", "bool", "no other point within the SLO is as good on both axes and better on one; "
+                                "false outside the SLO or without one"),
+    ("recommended", "bool", "the point within the SLO with the most throughput per GPU (on its frontier)"),
     ("why_off", "string", "why it cannot be on the frontier, when it cannot"),
 )
 
@@ -230,10 +235,12 @@ PARETO_COLUMNS = columns_of(
 def pareto_table(found: Frontier) -> Table:
     pick = found.recommended.measurement_id if found.recommended else None
     return Table(columns=PARETO_COLUMNS, rows=[dict(
-        measurement_id=p.measurement_id, config=p.config, kind=p.kind, concurrency=p.concurrency,
+        measurement_id=p.measurement_id, config=p.config, fingerprint=p.fingerprint or "", kind=p.kind,
+        concurrency=p.concurrency,
         tok_s_per_gpu=rounded(p.tok_s_per_gpu, "tok/s"), tok_s_per_user=rounded(p.tok_s_per_user, "tok/s/user"),
         meets_slo="" if p.meets_slo is None else ("yes" if p.meets_slo else "no"), on_frontier=p.on_frontier,
-        recommended=p.measurement_id == pick, why_off=p.why_off) for p in found.points])
+        on_slo_frontier=p.on_slo_frontier, recommended=p.measurement_id == pick, why_off=p.why_off)
+        for p in found.points])
 
 
 PROFILE_OP_COLUMNS = columns_of(

@@ -4,10 +4,22 @@ Pure code. A decode step reads every weight it touches once for the whole batch 
 each sequence's KV cache, and does about two FLOPs per active weight per token plus
 attention over the context; the ceiling is the smaller of what the memory bandwidth
 and what the compute peak allow at the workload's concurrency.
+
+The hardware is every device one server takes (tensor x pipeline x data parallel,
+core/fleet/slots.py's layout), their bandwidth and peak summed. Tensor-parallel ranks
+split each weight, so one step still reads the weights once. Data-parallel replicas each
+hold the model and decode their own share of the batch, so each reads its own copy: the
+ceiling is the replicas' ceilings added up. Pipeline stages split the layers; every stage
+can only be busy when as many micro-batches are in flight, each passing every stage's
+weights, so one step of the whole batch reads the weights once per stage's micro-batch.
+That is the most any pipeline schedule allows (fewer micro-batches leave stages idle), so
+the ceiling stays an upper bound. A group with no sequence to decode (a batch smaller
+than the groups) leaves its devices idle.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field
@@ -29,6 +41,9 @@ class Hardware(Frozen):
     mem_bw_gbps: float = Field(gt=0)  # GB/s (1e9 bytes), all devices together
     peak_tflops: float = Field(gt=0)  # dense peak for the weights' dtype, all devices together
     devices: int = Field(default=1, ge=1)
+    # Groups of the batch that each read their own pass over the weights in a step: pipeline x
+    # data-parallel sizes (core/fleet/slots.py, Layout.weight_passes); 1 for tensor parallelism alone.
+    weight_passes: int = Field(default=1, ge=1)
     source: str  # a datasheet, or how the host was measured
 
 
@@ -40,7 +55,7 @@ class Roofline(Frozen):
     explanation: str
     hardware: str
     hardware_source: str
-    mem_bw_gbps: float
+    mem_bw_gbps: float  # of the devices at work: a batch smaller than the weight passes idles some
     peak_tflops: float
     batch: int
     mean_context_tokens: float
@@ -50,15 +65,22 @@ class Roofline(Frozen):
     flops_per_token: float
     weight_dtype: str
     kv_bytes_per_token: float
+    weight_passes: int = 1  # the hardware's: passes over the weights one step makes
 
 
-def gpu_hardware(name: str, tensor_parallel: int = 1, weight_dtype: str = "bfloat16") -> Hardware:
-    """A GPU from the table, times the tensor-parallel degree; fp8 weights use the fp8 peak."""
+def gpu_hardware(name: str, tensor_parallel: int = 1, weight_dtype: str = "bfloat16",
+                 pipeline_parallel: int = 1, data_parallel: int = 1) -> Hardware:
+    """A GPU from the table, times the devices one server takes (tensor x pipeline x data
+    parallel); fp8 weights use the fp8 peak."""
     spec = gpu_spec(name)
     per_device = spec.fp8_tflops if _is_fp8(weight_dtype) else spec.bf16_tflops
-    return Hardware(name=f"{spec.name} x{tensor_parallel}", kind="gpu", devices=tensor_parallel,
-                    mem_bw_gbps=spec.mem_bw_gbps * tensor_parallel, peak_tflops=per_device * tensor_parallel,
-                    source=spec.source)
+    devices = tensor_parallel * pipeline_parallel * data_parallel
+    sizes = [f"{label}{size}" for label, size in (("TP", tensor_parallel), ("PP", pipeline_parallel),
+                                                   ("DP", data_parallel)) if size > 1]
+    layout = f" ({' x '.join(sizes)})" if devices != tensor_parallel else ""  # plain TP keeps "H100 x8"
+    return Hardware(name=f"{spec.name} x{devices}{layout}", kind="gpu", devices=devices,
+                    weight_passes=pipeline_parallel * data_parallel,
+                    mem_bw_gbps=spec.mem_bw_gbps * devices, peak_tflops=per_device * devices, source=spec.source)
 
 
 def _is_fp8(dtype: str | None) -> bool:
@@ -102,20 +124,24 @@ def decode_roofline(shape: ModelShape, hardware: Hardware, batch: int, mean_cont
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     kv_per_token = shape.kv_bytes_per_token(kv_bytes_per_element(shape, kv_cache_dtype))
-    weight_bytes = shape.decode_weight_bytes(batch)
+    groups = min(hardware.weight_passes, batch)  # the groups with a sequence to decode
+    at_work = groups / hardware.weight_passes  # the share of the devices those groups hold
+    weight_bytes = groups * shape.decode_weight_bytes(math.ceil(batch / groups))
     kv_bytes = batch * mean_context * kv_per_token
     step_bytes = weight_bytes + kv_bytes
-    memory_rate = batch / (step_bytes / (hardware.mem_bw_gbps * 1e9))
+    bandwidth, peak = hardware.mem_bw_gbps * at_work, hardware.peak_tflops * at_work
+    memory_rate = batch / (step_bytes / (bandwidth * 1e9))
     flops = shape.flops_per_token(mean_context)
-    compute_rate = hardware.peak_tflops * 1e12 / flops
+    compute_rate = peak * 1e12 / flops
     binding: Literal["memory", "compute"] = "memory" if memory_rate <= compute_rate else "compute"
     roofline = Roofline(
         ceiling_tok_s=min(memory_rate, compute_rate), memory_bound_tok_s=memory_rate,
         compute_bound_tok_s=compute_rate, binding=binding, explanation="",
-        hardware=hardware.name, hardware_source=hardware.source, mem_bw_gbps=hardware.mem_bw_gbps,
-        peak_tflops=hardware.peak_tflops, batch=batch, mean_context_tokens=mean_context,
+        hardware=hardware.name, hardware_source=hardware.source, mem_bw_gbps=bandwidth,
+        peak_tflops=peak, batch=batch, mean_context_tokens=mean_context,
         weight_bytes_per_step=weight_bytes, kv_bytes_per_step=kv_bytes, bytes_per_step=step_bytes,
         flops_per_token=flops, weight_dtype=shape.dtype, kv_bytes_per_token=kv_per_token,
+        weight_passes=hardware.weight_passes,
     )
     return roofline.model_copy(update={"explanation": _explain(roofline)})
 
@@ -126,8 +152,11 @@ def _size(count: float) -> str:
 
 def _explain(r: Roofline) -> str:
     sequences = "1 sequence" if r.batch == 1 else f"{r.batch} sequences"
-    reads = (f"each step reads {_size(r.weight_bytes_per_step)} of weights and {_size(r.kv_bytes_per_step)} "
-             f"of KV cache for {sequences} at a mean context of {r.mean_context_tokens:,.0f} tokens")
+    passes = f" ({min(r.weight_passes, r.batch)} passes: one per pipeline micro-batch and data-parallel replica)" \
+        if r.weight_passes > 1 else ""
+    reads = (f"each step reads {_size(r.weight_bytes_per_step)} of weights{passes} and "
+             f"{_size(r.kv_bytes_per_step)} of KV cache for {sequences} at a mean context of "
+             f"{r.mean_context_tokens:,.0f} tokens")
     if r.binding == "memory":
         return (f"Decode on {r.hardware} is memory-bound: {reads}, so {r.mem_bw_gbps:,.0f} GB/s allows at most "
                 f"{r.memory_bound_tok_s:,.0f} output tok/s (compute would allow {r.compute_bound_tok_s:,.0f}).")
