@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from scipy import stats  # noqa: E402
 
 from benchmarks.support.results import start_run, write_results  # noqa: E402
-from hyperloom_assets.assets.baseline import workload_contract  # noqa: E402
+from hyperloom_assets.assets.workload_contract import workload_contract  # noqa: E402
 from hyperloom_assets.core.config.targets import load_target  # noqa: E402
 from hyperloom_assets.core.measurement.serving import ServerSpec  # noqa: E402
 from hyperloom_assets.resources.bench.client import BenchmarkClient  # noqa: E402

@@ -7,7 +7,9 @@ from pathlib import Path
 import dagster as dg
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
-from hyperloom_assets.core.config.targets import HostNames, Target, TargetError, load_target, load_targets, targets_dir
+from hyperloom_assets.core.config.host_names import HostNames
+from hyperloom_assets.core.config.problems import TargetError
+from hyperloom_assets.core.config.targets import Target, load_target, load_targets, targets_dir
 from hyperloom_assets.core.secrets import has_redacted, restore_argv, restore_env, snapshot_text
 from hyperloom_assets.resources.store.results import ResultStore
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from hyperloom_assets.core.config.targets import HostNames, load_targets
+from hyperloom_assets.core.config.host_names import HostNames
+from hyperloom_assets.core.config.targets import load_targets
 
 LOG = logging.getLogger(__name__)
 

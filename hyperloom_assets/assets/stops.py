@@ -59,3 +59,8 @@ def recorded_stops(context, store: ResultStore, step: str) -> Iterator[None]:
         with signals_deferred():  # the run is told again and again; the record must land once
             record_stop(context, store, StopReason.CANCELLED.value, f"terminated during {step}; re-execute to resume")
         raise
+
+
+def baseline_failure(stop_reason: str, message: str, **metadata) -> dg.Failure:
+    """A failed baseline: never materialized, never an anchor; the run stops here."""
+    return dg.Failure(description=f"{stop_reason}: {message}", metadata={"stop_reason": stop_reason, **metadata})

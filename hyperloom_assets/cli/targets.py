@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from hyperloom_assets.core.config.hosts import hosts_file, load_host_names
-from hyperloom_assets.core.config.targets import Target, TargetProblem, load_targets, targets_dir
+from hyperloom_assets.core.config.problems import TargetProblem
+from hyperloom_assets.core.config.targets import Target, load_targets, targets_dir
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.fleet import HostFleet
 from hyperloom_assets.resources.hosts.local import LocalHost

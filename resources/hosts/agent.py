@@ -28,7 +28,8 @@ from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerError
 from hyperloom_assets.resources.hosts import host_side
 from hyperloom_assets.resources.hosts.engines import identity, installed_in
 from hyperloom_assets.resources.hosts.preflight import allocate_port, read_gpu_memory
-from hyperloom_assets.resources.hosts.process_group import PidRecord, reap_orphans, recorded_exit, stop_recorded
+from hyperloom_assets.resources.hosts.process_group import PidRecord
+from hyperloom_assets.resources.hosts.reaper import reap_orphans, recorded_exit, stop_recorded
 from hyperloom_assets.resources.hosts.proposal_checks import proposal_checks
 
 REPLY_MARK = "HYPERLOOM-AGENT-REPLY "

@@ -28,7 +28,8 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from hyperloom_assets.core.config.hosts import LOCAL, HostConfig, HostsError, PoolConfig, load_hosts, member_configs
-from hyperloom_assets.core.config.targets import Target, TargetProblem
+from hyperloom_assets.core.config.problems import TargetProblem
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
 from hyperloom_assets.core.fleet.slots import Slot, SlotError, devices_per_launch

@@ -15,7 +15,7 @@ from hyperloom_assets.core.config.targets import Workload
 from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import CpuPlacement, LaunchRecord, ServerSpec
 from hyperloom_assets.resources.bench.client import BenchmarkClient, ProgressFn
-from hyperloom_assets.resources.hosts.process_group import ReapReport
+from hyperloom_assets.resources.hosts.reaper import ReapReport
 
 
 class Host(Protocol):

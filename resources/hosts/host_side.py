@@ -37,7 +37,8 @@ from hyperloom_assets.resources.hosts.preflight import (
     read_gpu_memory,
 )
 from hyperloom_assets.resources.hosts.process_group import (ServerProcess, launch, new_scratch_dir, read_pidfiles,
-                                                          reap_orphans, remove_scratch)
+                                                          remove_scratch)
+from hyperloom_assets.resources.hosts.reaper import reap_orphans
 
 LOG_TAIL_LINES = 40
 STILL_STARTING_NOTE_S = 30.0

@@ -33,7 +33,7 @@ from hyperloom_assets.resources.hosts.engines import identity, installed_in
 from hyperloom_assets.resources.hosts.host_side import control_post, preflight_problems, slot_facts
 from hyperloom_assets.resources.hosts.lifecycle import LocalTransport, serve_on
 from hyperloom_assets.resources.hosts.preflight import read_gpu_memory
-from hyperloom_assets.resources.hosts.process_group import ReapReport, reap_orphans
+from hyperloom_assets.resources.hosts.reaper import ReapReport, reap_orphans
 from hyperloom_assets.resources.hosts.proposal_checks import proposal_checks
 from hyperloom_assets.resources.hosts.run_workers import CancelWatch, dead_workers, record_worker
 

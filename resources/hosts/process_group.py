@@ -1,18 +1,12 @@
-"""Server processes: the one launcher, the one teardown, pidfiles and the orphan reaper.
+"""Server processes: the one launcher, the one teardown, pidfiles; the reaper is reaper.py.
 
 A server runs in its own process group (its own session), so one signal reaches the
 engine and every worker it forks. Each launch leaves a pidfile (pid, pgid, cmdline,
 creation time and the launching process) in this tool's pid folder, removed only once
-teardown has confirmed the whole group gone. The reaper (docs/design.md, invariant 8) reads only those
-pidfiles; it signals a group only when its leader is still the process the pidfile
-names (same cmdline and creation time; a reused pid is never signalled), and only when
-the process that launched it is gone (a live owner's server is not an orphan).
-
-A pidfile also records the boot it was written in and a random marker the launch put in
-the server's environment (MARKER_ENV), which every process of the server inherits. The
-reaper drops a pidfile of another boot without signalling anything, and signals only
-processes whose /proc/PID/environ carries the pidfile's marker, one by one, never the
-group id: a group id a dead server left can be a stranger's by now.
+teardown has confirmed the whole group gone. A pidfile also records the boot it was
+written in and a random marker the launch put in the server's environment (MARKER_ENV),
+which every process of the server inherits, so that a process can be proved this
+launch's before anything signals it (docs/design.md, invariant 8).
 """
 
 from __future__ import annotations
@@ -42,7 +36,7 @@ PIDFILE_SUFFIX = ".server.json"
 MARKER_ENV = "HYPERLOOM_LAUNCH_MARKER"
 BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 # psutil rounds creation times; a real restart under the same pid differs by far more.
-_CREATE_TIME_SLACK_S = 0.05
+CREATE_TIME_SLACK_S = 0.05
 
 
 class PidRecord(Strict):
@@ -82,17 +76,6 @@ class TeardownResult:
     killed: bool = False  # SIGKILL was needed
 
 
-@dataclass
-class ReapReport:
-    reaped: list[int] = field(default_factory=list)  # leader pids whose groups were torn down
-    stale: list[int] = field(default_factory=list)  # pidfiles of gone or reused pids, removed
-    live_owner: list[int] = field(default_factory=list)  # servers whose launcher still runs
-    refused: list[int] = field(default_factory=list)  # would have signalled our own group
-    survivors: list[int] = field(default_factory=list)  # still alive after SIGKILL; pidfile kept
-    other_boot: list[int] = field(default_factory=list)  # pidfiles of an earlier boot, removed
-    unmarked: list[int] = field(default_factory=list)  # older pidfiles (no marker) of a live group: kept, unsignalled
-
-
 class RefusedSignal(RuntimeError):
     """Signalling this group would signal the caller itself."""
 
@@ -121,7 +104,7 @@ def remove_scratch(scratch_dir: str | Path | None) -> None:
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
-def _forget(record: PidRecord, pidfile: Path) -> None:
+def forget_pidfile(record: PidRecord, pidfile: Path) -> None:
     """A server whose group is gone: its scratch folder and its pidfile go."""
     remove_scratch(record.scratch_dir)
     pidfile.unlink(missing_ok=True)
@@ -212,7 +195,7 @@ def _exec_identity(pid: int, argv: list[str]) -> tuple[list[str], float]:
         time.sleep(0.01)
 
 
-def _alive(proc: psutil.Process) -> bool:
+def is_alive(proc: psutil.Process) -> bool:
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -224,14 +207,14 @@ def group_members(pgid: int, leader: psutil.Process | None = None) -> list[psuti
     members: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter():
         try:
-            if os.getpgid(proc.pid) == pgid and _alive(proc):
+            if os.getpgid(proc.pid) == pgid and is_alive(proc):
                 members[proc.pid] = proc
         except (ProcessLookupError, psutil.NoSuchProcess):
             continue
-    if leader is not None and _alive(leader):
+    if leader is not None and is_alive(leader):
         try:
             for child in leader.children(recursive=True):
-                if _alive(child):
+                if is_alive(child):
                     members.setdefault(child.pid, child)
         except psutil.NoSuchProcess:
             pass
@@ -246,7 +229,7 @@ def carries_marker(proc: psutil.Process, marker: str) -> bool:
         return False
 
 
-def _ours(procs: list[psutil.Process], marker: str | None) -> list[psutil.Process]:
+def marked(procs: list[psutil.Process], marker: str | None) -> list[psutil.Process]:
     return procs if marker is None else [proc for proc in procs if carries_marker(proc, marker)]
 
 
@@ -269,15 +252,15 @@ def _wait_gone(pgid: int, procs: list[psutil.Process], timeout_s: float,
     while True:
         # wait_procs reaps our own children, so they never linger as zombies.
         psutil.wait_procs(procs, timeout=0.2)
-        remaining = [proc for proc in procs if _alive(proc)]
-        late = [proc for proc in _ours(group_members(pgid), marker) if proc.pid not in {p.pid for p in remaining}]
+        remaining = [proc for proc in procs if is_alive(proc)]
+        late = [proc for proc in marked(group_members(pgid), marker) if proc.pid not in {p.pid for p in remaining}]
         remaining += late
         if not remaining or time.monotonic() >= deadline:
             return remaining
         procs = remaining
 
 
-def _refused(pgid: int) -> bool:
+def own_group(pgid: int) -> bool:
     return pgid <= 1 or pgid == os.getpgrp()
 
 
@@ -287,10 +270,10 @@ def terminate_group(pgid: int, leader: psutil.Process | None = None, term_wait_s
 
     With a `marker`, only the members that carry it are signalled, each on its own (a
     server this process did not start: its group id alone proves nothing)."""
-    if _refused(pgid):
+    if own_group(pgid):
         raise RefusedSignal(f"refusing to signal process group {pgid} (this process's own group or init)")
     started = time.monotonic()
-    members = _ours(group_members(pgid, leader), marker)
+    members = marked(group_members(pgid, leader), marker)
     result = TeardownResult(elapsed_s=0.0, signalled=sorted(proc.pid for proc in members))
     if members:
         _signal_all(pgid, members, signal.SIGTERM, whole_group=marker is None)
@@ -319,7 +302,7 @@ def teardown(server: ServerProcess, term_wait_s: float = 15.0, kill_wait_s: floa
         log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
                     server.record.pgid, result.survivors, server.pidfile)
     else:
-        _forget(server.record, server.pidfile)
+        forget_pidfile(server.record, server.pidfile)
     return result
 
 
@@ -335,15 +318,15 @@ def start_ticks(pid: int) -> int | None:
 def _same_start(proc: psutil.Process, ticks: int | None, create_time: float) -> bool:
     if ticks is not None:
         return start_ticks(proc.pid) == ticks
-    return abs(proc.create_time() - create_time) <= _CREATE_TIME_SLACK_S
+    return abs(proc.create_time() - create_time) <= CREATE_TIME_SLACK_S
 
 
-def _matches(record: PidRecord) -> psutil.Process | None:
+def recorded_leader(record: PidRecord) -> psutil.Process | None:
     """The live leader if it is still the process the pidfile names, else None."""
     try:
         proc = psutil.Process(record.pid)
         same = _same_start(proc, record.start_ticks, record.create_time)
-        return proc if same and proc.cmdline() == record.cmdline and _alive(proc) else None
+        return proc if same and proc.cmdline() == record.cmdline and is_alive(proc) else None
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
@@ -352,13 +335,9 @@ def process_alive(pid: int, create_time: float, ticks: int | None = None) -> boo
     """Is the process that had this pid and start (ticks, else creation time) still running (never a reused pid)?"""
     try:
         proc = psutil.Process(pid)
-        return _alive(proc) and _same_start(proc, ticks, create_time)
+        return is_alive(proc) and _same_start(proc, ticks, create_time)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
-
-
-def _owner_alive(record: PidRecord) -> bool:
-    return process_alive(record.owner_pid, record.owner_create_time, record.owner_start_ticks)
 
 
 def read_pidfiles(pid_dir: Path) -> list[tuple[Path, PidRecord]]:
@@ -370,98 +349,3 @@ def read_pidfiles(pid_dir: Path) -> list[tuple[Path, PidRecord]]:
         except (OSError, ValidationError, ValueError):
             log.warning("ignoring unreadable pidfile %s", path)
     return found
-
-
-def _other_boot(record: PidRecord) -> bool:
-    return record.boot_id is not None and record.boot_id != boot_id()
-
-
-def reap_orphans(pid_dir: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> ReapReport:
-    """Tear down servers left behind by earlier runs whose launching process is gone: the
-    processes that carry their launch's marker, in this boot (docs/design.md, invariant 8)."""
-    report = ReapReport()
-    for path, record in read_pidfiles(pid_dir):
-        if _other_boot(record):  # its pids and group ids name other processes now
-            report.other_boot.append(record.pid)
-            _forget(record, path)
-            continue
-        if _owner_alive(record):  # its launcher's to tear down, even while its exec has not landed
-            report.live_owner.append(record.pid)
-            continue
-        _reap_one(path, record, report, term_wait_s, kill_wait_s)
-    return report
-
-
-def _reap_one(path: Path, record: PidRecord, report: ReapReport, term_wait_s: float, kill_wait_s: float) -> None:
-    leader = _matches(record)
-    if leader is None and not _group_outlived_leader(record):
-        report.stale.append(record.pid)
-        _forget(record, path)
-        return
-    if _refused(record.pgid):
-        log.warning("reaper refused to signal its own process group %d (pidfile %s)", record.pgid, path)
-        report.refused.append(record.pid)
-        return
-    if record.marker is None:  # an older pidfile: nothing proves the group is still that server's
-        log.warning("pidfile %s has no launch marker: group %d is left running and the pidfile kept; "
-                    "stop it by hand if it is this tool's server", path, record.pgid)
-        report.unmarked.append(record.pid)
-        return
-    if not _ours(group_members(record.pgid, leader), record.marker):
-        report.stale.append(record.pid)  # what holds the group id now is not the server
-        _forget(record, path)
-        return
-    result = terminate_group(record.pgid, leader, term_wait_s, kill_wait_s, record.marker)
-    if result.survivors:
-        log.warning("orphan group %d survived SIGKILL: pids %s; pidfile %s kept",
-                    record.pgid, result.survivors, path)
-        report.survivors.extend(result.survivors)
-    else:
-        report.reaped.append(record.pid)
-        _forget(record, path)
-
-
-def _group_outlived_leader(record: PidRecord) -> bool:
-    """The leader is gone but members of its group live on.
-
-    While any member holds the group id, the kernel cannot hand the leader's pid to a
-    new process, so a live group under a dead leader's pid is still that server's.
-    """
-    if psutil.pid_exists(record.pid) and _alive_pid(record.pid):
-        return False  # the pid lives but is not our leader: reused, never signalled
-    return any(_started_after(proc, record.create_time) for proc in group_members(record.pgid))
-
-
-def _alive_pid(pid: int) -> bool:
-    try:
-        return _alive(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _started_after(proc: psutil.Process, moment: float) -> bool:
-    try:
-        return proc.create_time() >= moment - _CREATE_TIME_SLACK_S
-    except psutil.NoSuchProcess:
-        return False
-
-
-def stop_recorded(record: PidRecord, pidfile: Path, term_wait_s: float = 15.0, kill_wait_s: float = 5.0) -> TeardownResult:
-    """Teardown of a server this process did not start (an SSH host's, launched by an
-    earlier agent call): the processes of the pidfile's group that carry its marker (of an
-    older pidfile without one, the group of its leader), in the boot it was started in."""
-    if _other_boot(record):
-        _forget(record, pidfile)
-        return TeardownResult(elapsed_s=0.0)
-    result = terminate_group(record.pgid, _matches(record), term_wait_s, kill_wait_s, record.marker)
-    if result.survivors:
-        log.warning("server group %d survived SIGKILL: pids %s; pidfile %s kept for the next reap",
-                    record.pgid, result.survivors, pidfile)
-    else:
-        _forget(record, pidfile)
-    return result
-
-
-def recorded_exit(record: PidRecord) -> str | None:
-    """None while the recorded leader runs; 'unknown' (its code is its parent's to read) once gone."""
-    return None if _matches(record) is not None else "unknown"

@@ -21,7 +21,7 @@ from hyperloom_assets.core.measurement.measurement import Measurement
 from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.resources.bench.client import BenchmarkClient
 from hyperloom_assets.resources.hosts.host import Host
-from hyperloom_assets.resources.hosts.process_group import ReapReport
+from hyperloom_assets.resources.hosts.reaper import ReapReport
 
 
 class PooledHost:

@@ -12,7 +12,8 @@ import difflib
 import json
 from pathlib import Path
 
-from hyperloom_assets.core.config.targets import Target, TargetProblem
+from hyperloom_assets.core.config.problems import TargetProblem
+from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.core.planning.variants import setting_key

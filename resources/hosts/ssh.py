@@ -36,7 +36,8 @@ from hyperloom_assets.resources.hosts.agent_call import (OP_TIMEOUT_S, agent_rep
                                                          progress_relay, streamed)
 from hyperloom_assets.resources.hosts.lifecycle import serve_on
 from hyperloom_assets.resources.bench.client import BenchmarkClient, ProgressFn
-from hyperloom_assets.resources.hosts.process_group import ReapReport, TeardownResult
+from hyperloom_assets.resources.hosts.process_group import TeardownResult
+from hyperloom_assets.resources.hosts.reaper import ReapReport
 
 log = logging.getLogger(__name__)
 

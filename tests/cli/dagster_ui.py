@@ -19,7 +19,8 @@ import psutil
 from playwright.sync_api import Page, sync_playwright
 
 from hyperloom_assets.resources.hosts.preflight import allocate_port
-from hyperloom_assets.resources.hosts.process_group import launch, read_pidfiles, reap_orphans, teardown
+from hyperloom_assets.resources.hosts.process_group import launch, read_pidfiles, teardown
+from hyperloom_assets.resources.hosts.reaper import reap_orphans
 from tests.conftest import wait_healthy
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package; scripts/setup.sh installs it

@@ -151,7 +151,8 @@ def test_facts_say_engines_gpus_a_free_port_and_the_clock(sshd, tmp_path) -> Non
 def test_a_pidfile_is_matched_by_start_ticks_not_by_a_wall_clock_that_moved(tmp_path) -> None:
     """The host agent that checks a server is not the one that started it; the wall clock
     (and so psutil's creation time) may have moved in between, the start ticks cannot."""
-    from hyperloom_assets.resources.hosts.process_group import launch, recorded_exit, stop_recorded
+    from hyperloom_assets.resources.hosts.process_group import launch
+    from hyperloom_assets.resources.hosts.reaper import recorded_exit, stop_recorded
 
     server = launch([sys.executable, "-c", "import time; time.sleep(60)"], {}, tmp_path / "s.log", tmp_path / "pids")
     try:

@@ -11,7 +11,8 @@ import yaml
 
 from hyperloom_assets.core.config.files import (MAX_ALIAS_NODES, MAX_CONFIG_BYTES, MAX_PROBLEM_CHARS,
                                                 MAX_PROBLEMS_PER_ENTRY, ConfigFileError, load_config_yaml)
-from hyperloom_assets.core.config.targets import TargetError, TargetProblem, load_target, load_targets
+from hyperloom_assets.core.config.problems import TargetError, TargetProblem
+from hyperloom_assets.core.config.targets import load_target, load_targets
 from hyperloom_assets.definitions import build_defs
 from tests.unit.test_targets import GOOD, repo  # noqa: F401 - the fixture: targets/good.yaml and its model
 

@@ -17,19 +17,17 @@ from hyperloom_assets.resources.hosts.process_group import (
     MARKER_ENV,
     PIDFILE_SUFFIX,
     PidRecord,
-    ReapReport,
     RefusedSignal,
     boot_id,
     group_members,
     launch,
     new_scratch_dir,
-    reap_orphans,
     remove_scratch,
     start_ticks,
-    stop_recorded,
     teardown,
     terminate_group,
 )
+from hyperloom_assets.resources.hosts.reaper import ReapReport, reap_orphans, stop_recorded
 from hyperloom_assets.resources.hosts.signals import signals_deferred
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

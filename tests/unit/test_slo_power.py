@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from hyperloom_assets.assets.baseline import say_slo_prompts, workload_contract
+from hyperloom_assets.assets.workload_contract import say_slo_prompts, workload_contract
 from hyperloom_assets.core.config.targets import Target, TargetSlo, Workload
 from hyperloom_assets.core.measurement.latency import Latency, Percentiles
 from hyperloom_assets.core.measurement.percentile_bound import lower_rank

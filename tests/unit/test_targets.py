@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperloom_assets.core.config.targets import TargetError, load_target, load_targets
+from hyperloom_assets.core.config.problems import TargetError
+from hyperloom_assets.core.config.targets import load_target, load_targets
 
 GOOD = """\
 engine: vllm

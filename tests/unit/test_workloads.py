@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from hyperloom_assets.assets.baseline import workload_contract
+from hyperloom_assets.assets.workload_contract import workload_contract
 from hyperloom_assets.core.config.targets import Slo, Target, Workload
 from hyperloom_assets.core.measurement.workloads import (
     FIRST_ORDINARY_TOKEN,

@@ -18,7 +18,9 @@ from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_
 
 from hyperloom_assets.core.config.files import ConfigFileError, load_config_yaml
 from hyperloom_assets.core.config.names import SAFE_NAME_PATTERN, SAFE_NAME_RULE, is_safe_name
-from hyperloom_assets.core.config.targets import HostNames, TargetProblem, at_most, targets_dir
+from hyperloom_assets.core.config.host_names import HostNames
+from hyperloom_assets.core.config.problems import TargetProblem, at_most
+from hyperloom_assets.core.config.targets import targets_dir
 from hyperloom_assets.core.models import Frozen
 
 LOCAL = "local"

@@ -7,24 +7,26 @@ file never hides the other targets of its folder.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from hyperloom_assets.core.engines import engine_for, engine_names
 from hyperloom_assets.core.engines.registry import harness_flags_for
-from hyperloom_assets.core.config.files import MAX_PROBLEMS_PER_ENTRY, ConfigFileError, capped, load_config_yaml
+from hyperloom_assets.core.config.files import ConfigFileError, load_config_yaml
 from hyperloom_assets.core.config.names import SAFE_NAME_RULE, is_safe_name
+from hyperloom_assets.core.config.problems import TargetError, TargetProblem, at_most, problems_from_validation
 from hyperloom_assets.core.config.search_space import SearchSpace
-from hyperloom_assets.core.fleet.slots import SlotError, devices_per_launch
 from hyperloom_assets.core.measurement.serving import env_problems
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.patches.patch import PatchError, read_patch_file
 from hyperloom_assets.core.planning.variants import setting_key
 from hyperloom_assets.core.proposer.guard import IDENTITY_FLAGS
 from hyperloom_assets.core.proposer.settings import ProposerField
+
+if TYPE_CHECKING:  # host_names.py reads a Target; parse_target only calls a HostNames
+    from hyperloom_assets.core.config.host_names import HostNames
 
 DEFAULT_TARGETS_DIR = Path("targets")
 
@@ -195,108 +197,6 @@ class Target(Strict):
         return ladder
 
 
-class TargetProblem(Strict):
-    file: str
-    field: str
-    expected: str
-
-    @field_validator("field", "expected")
-    @classmethod
-    def _short(cls, text: str) -> str:
-        # A problem quotes what the file gave (pydantic's `input`), which a file can make as long as it likes.
-        return capped(text)
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.field}: {self.expected}"
-
-
-@dataclass(frozen=True)
-class HostNames:
-    """The hosts a target may name, and the hosts file they come from (for the error)."""
-
-    file: Path
-    names: frozenset[str]
-    broken: tuple[tuple[str, str], ...] = ()  # (host, what is wrong with its entry)
-    unreadable: str | None = None  # what is wrong with the whole file, when it could not be read
-    # (host or pool, how many devices each of its members declares): hosts with `gpus:` and pools only
-    gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
-
-    def slot_problem(self, file: str, target: "Target") -> TargetProblem | None:
-        """A launch that takes more devices than its host declares could never get a slot, nor
-        `parallel_trials` slots more than the host has. On a pool a launch fits on one member, and
-        the slots are those of every member."""
-        members = dict(self.gpus).get(target.host)
-        parallel = target.parallel_trials
-        if members is None:
-            if isinstance(parallel, int) and parallel > 1:
-                return TargetProblem(file=file, field="parallel_trials", expected=(
-                    f"1 or auto on host {target.host!r}, which declares no gpus in {self.file} (one slot); got {parallel}"))
-            return None
-        try:
-            needed = devices_per_launch(target.engine, target.server_args)
-        except SlotError as error:
-            return TargetProblem(file=file, field="server_args", expected=str(error))
-        largest, slots = max(members), sum(declared // needed for declared in members)
-        where = (f"host {target.host!r} declares {largest}" if len(members) == 1 else
-                 f"the largest member of pool {target.host!r} declares {largest}")
-        if needed > largest:
-            return TargetProblem(file=file, field="server_args", expected=(
-                f"at most {largest} devices per launch ({where} in {self.file}), "
-                f"got tensor x pipeline x data parallel = {needed}"))
-        if isinstance(parallel, int) and parallel > slots:
-            held = (f"host {target.host!r} ({largest} declared" if len(members) == 1 else
-                    f"pool {target.host!r} ({' + '.join(str(m) for m in members)} declared by its members")
-            return TargetProblem(file=file, field="parallel_trials", expected=(
-                f"at most {slots} slots of {needed} device(s) on {held} in {self.file}), got {parallel}"))
-        return None
-
-    def problem(self, file: str, host: str) -> TargetProblem | None:
-        if host in self.names:
-            return None
-        if self.unreadable is not None:
-            return TargetProblem(file=file, field="host", expected=f"a usable host, but the hosts file {self.file} "
-                                 f"naming {host!r} is bad: {self.unreadable}")
-        wrong = [text for name, text in self.broken if name == host]
-        if wrong:
-            return TargetProblem(file=file, field="host", expected=f"a usable host, but {host!r} in {self.file} is "
-                                 f"bad: {'; '.join(wrong)}")
-        return TargetProblem(file=file, field="host", expected=f"one of the hosts of {self.file} "
-                             f"({', '.join(sorted(self.names))}), got {host!r}")
-
-
-class TargetError(ValueError):
-    """Raised where one named target is needed and its file is bad."""
-
-    def __init__(self, problems: list[TargetProblem]):
-        self.problems = problems
-        super().__init__("; ".join(str(p) for p in problems))
-
-
-def at_most(problems: list[TargetProblem], file: str, field: str = "(file)",
-            total: int | None = None) -> list[TargetProblem]:
-    """The first MAX_PROBLEMS_PER_ENTRY problems (of `total`, default all), the last saying how many more there were."""
-    total = len(problems) if total is None else total
-    if total <= MAX_PROBLEMS_PER_ENTRY:
-        return problems
-    kept = MAX_PROBLEMS_PER_ENTRY - 1
-    return problems[:kept] + [TargetProblem(file=file, field=field, expected=(
-        f"fewer problems: {total - kept} more not shown"))]
-
-
-def _problems_from_validation(file: str, error: ValidationError) -> list[TargetProblem]:
-    problems = []
-    for item in error.errors()[:MAX_PROBLEMS_PER_ENTRY + 1]:
-        field = ".".join(str(part) for part in item["loc"]) or "(file)"
-        if item["type"] == "extra_forbidden":
-            expected = "no such field (unknown field)"
-        elif item["type"] == "value_error" and item["loc"] == ("engine",):
-            expected = str(item["ctx"]["error"])
-        else:
-            expected = f"{item['msg']}, got {item.get('input')!r}"
-        problems.append(TargetProblem(file=file, field=field, expected=expected))
-    return at_most(problems, file, total=error.error_count())
-
-
 def _harness_in_space(target: Target, file: str) -> list[TargetProblem]:
     """A search_space flag the harness sets itself (the port, the model, what the served model is
     named and tokenized by) is not the operator's to search: a model may propose every knob of it."""
@@ -366,7 +266,7 @@ def parse_target(path: Path, check_paths: bool = True, hosts: HostNames | None =
     try:
         target = Target.model_validate(raw)
     except ValidationError as exc:
-        return None, _problems_from_validation(file, exc)
+        return None, problems_from_validation(file, exc)
     if target.workload.slo is not None:
         return None, [TargetProblem(file=file, field="workload.slo", expected=(
             "the top-level slo: {ttft_ms, tpot_ms, e2e_ms, percentile} (workload.slo moved there)"))]
