@@ -46,6 +46,7 @@ from benchmarks.support.parallel_graph import HALF, MIN_TRIALS, TIME_SCALE, grap
 from benchmarks.support.quality_scenarios import cached_space, grid_scenarios, synthetic_trace_file  # noqa: E402
 from benchmarks.support.results import start_run, write_results  # noqa: E402
 from benchmarks.support.search_space import LaunchBudgetSpent, Launches, Noise, Space  # noqa: E402
+from benchmarks.support.staleness import OFFLINE_CLIMB  # noqa: E402
 from hyperloom_assets.core.decisions.climb import launched_changes  # noqa: E402
 from hyperloom_assets.core.decisions.trial_record import TrialRecord  # noqa: E402
 from hyperloom_assets.core.planning.stack import composition  # noqa: E402
@@ -54,19 +55,12 @@ from hyperloom_assets.sim.perf_model import SimConfigError  # noqa: E402
 
 # The source paths whose code this benchmark measures: its result is stale once one changes
 # (benchmarks/support/staleness.py).
-EXERCISES = ("hyperloom_assets/core/decisions/", "hyperloom_assets/core/planning/",
-             "hyperloom_assets/core/measurement/", "hyperloom_assets/core/roofline/",
-             "hyperloom_assets/core/engines/grids/", "hyperloom_assets/sim/predict.py",
-             "hyperloom_assets/sim/scheduler.py", "hyperloom_assets/sim/perf_model.py",
-             "hyperloom_assets/sim/physics.py", "hyperloom_assets/sim/kv_cache.py", "hyperloom_assets/sim/build.py",
-             "hyperloom_assets/sim/engine_args.py", "hyperloom_assets/sim/telemetry.py",
-             "hyperloom_assets/sim/profiles/", "models/", "hyperloom_assets/sim/launch_record.py",
-             "benchmarks/support/offline_climb.py", "benchmarks/support/quality_scenarios.py",
-             "benchmarks/support/search_space.py", "benchmarks/support/sim_grid.py",
-             "benchmarks/support/launch_noise.py",
-             # the real-graph row: the assets, the hosts and slots, the client, the sim server
-             "hyperloom_assets/assets/", "resources/hosts/", "resources/bench/", "resources/measure.py",
-             "hyperloom_assets/core/fleet/", "hyperloom_assets/sim/", "benchmarks/support/parallel_graph.py")
+EXERCISES = OFFLINE_CLIMB + (
+    "benchmarks/support/quality_scenarios.py", "benchmarks/support/search_space.py", "benchmarks/support/sim_grid.py",
+    "benchmarks/support/launch_noise.py",
+    # the real-graph row: the assets, the hosts and slots, the client, the sim server
+    "hyperloom_assets/assets/", "resources/hosts/", "resources/bench/", "resources/measure.py",
+    "hyperloom_assets/core/fleet/", "hyperloom_assets/sim/", "benchmarks/support/parallel_graph.py")
 
 SLOTS = (1, 2, 4, 8)
 LAUNCHES = 40

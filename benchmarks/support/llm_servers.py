@@ -60,10 +60,14 @@ def scripted(script: dict[str, list[str]], model: str = "scripted-oracle") -> It
 
 
 @contextmanager
-def environment(env: dict[str, str]) -> Iterator[None]:
-    """These variables set for the block, the earlier values back after it."""
+def environment(env: dict[str, str | None]) -> Iterator[None]:
+    """These variables set for the block (None: unset in it), the earlier values back after it."""
     saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     try:
         yield
     finally:

@@ -18,7 +18,6 @@ server process and a client process starting), which four slots pay at once.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from typing import Iterator
 import dagster as dg
 import yaml
 
+from benchmarks.support.llm_servers import environment
 from hyperloom_assets.definitions import build_defs
 from hyperloom_assets.resources.hosts.local import LocalHost
 from hyperloom_assets.resources.hosts.process_group import read_pidfiles, terminate_group
@@ -61,17 +61,9 @@ def graph_target(parallel_trials: int, time_scale: float) -> dict:
 def sim_host(work: Path) -> Iterator[None]:
     """This process's environment names a hosts file declaring `box` with DEVICES, and a devices folder."""
     (work / "hosts.yaml").write_text(yaml.safe_dump({"box": {"kind": "local", "gpus": DEVICES}}))
-    saved = {name: os.environ.get(name) for name in ("HYPERLOOM_HOSTS_FILE", DEVICES_DIR_ENV, "CUDA_VISIBLE_DEVICES")}
-    os.environ.update({"HYPERLOOM_HOSTS_FILE": str(work / "hosts.yaml"), DEVICES_DIR_ENV: str(work / "devices")})
-    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    try:
+    with environment({"HYPERLOOM_HOSTS_FILE": str(work / "hosts.yaml"), DEVICES_DIR_ENV: str(work / "devices"),
+                      "CUDA_VISIBLE_DEVICES": None}):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def graph_run(parallel_trials: int, time_scale: float = TIME_SCALE) -> dict:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from hyperloom_assets.core.patches.git_paths import refusal
+from hyperloom_assets.core.proposer.code_regions import PYTHON_SUFFIXES
 from hyperloom_assets.core.patches.run_tree import RunTree, branch_name, owner_mark, trees_dir, worktree_path
 from hyperloom_assets.resources.trees.git import GitError, dirty_files, git, git_out, head_commit
 from hyperloom_assets.resources.trees.patch_paths import PatchPathsError, git_patch_paths, with_commit_modes
@@ -136,8 +137,8 @@ def patch_paths_at(tree: RunTree, commit: str, patch_text: str, package: str | N
         found = with_commit_modes(tree.worktree, commit, git_patch_paths(tree.worktree, patch_text))
     except PatchPathsError as exc:
         raise PatchRejected(str(exc)) from exc
-    if (why := refusal(found, package)) is not None:
-        raise PatchRejected(why)
+    if (refused := refusal(found, package)) is not None:
+        raise PatchRejected(refused[1])
     return list(found.paths)
 
 
@@ -164,7 +165,8 @@ def patched_texts(tree: RunTree, commit: str, base_text: str, patch_text: str,
     """(path, text before, text after) of each Python file `patch_text` changes on `commit` with `base_text`
     applied first, read in an index of its own (the critic reads them where a hunk alone cannot be read);
     PatchRejected when the patch does not apply there."""
-    paths = [name for name in patch_paths_at(tree, commit, patch_text, package) if name.endswith((".py", ".pyw"))]
+    paths = [name for name in patch_paths_at(tree, commit, patch_text, package)
+             if name.lower().endswith(PYTHON_SUFFIXES)]
     with _index_at(tree, commit) as env:
         if base_text:
             _apply_to_index(tree, env, base_text)

@@ -15,7 +15,6 @@ from hyperloom_assets.core.config.targets import Target, TargetSlo, Workload
 from hyperloom_assets.core.measurement.capacity import (
     CEILING_FACTOR,
     PROBE_LIMIT_FACTOR,
-    PROBE_ROUND_ALLOWANCE_S,
     RESOLUTION,
     Capacity,
     CapacityAtSlo,
@@ -26,6 +25,7 @@ from hyperloom_assets.core.measurement.capacity import (
     rate_shortfall,
 )
 from hyperloom_assets.core.measurement.contract import WorkloadContract
+from hyperloom_assets.core.measurement.limits import ROUND_ALLOWANCE_S
 from hyperloom_assets.core.measurement.measurement import ArrivalLoad, RepeatMetrics, RequestRecord
 from hyperloom_assets.core.measurement.metrics import arrival_load, summarize
 from hyperloom_assets.core.measurement.serving import BenchOvertime, ServerSpec
@@ -198,7 +198,7 @@ def test_each_probe_round_has_a_time_limit_from_the_baselines_pace_and_an_overti
         requests = probe_prompts(concurrency, "concurrency", 50, 40) + min(concurrency, 8)
         assert limit == pytest.approx(probe_limit_s(10.0, 84, requests, 4, concurrency))
         assert limit == pytest.approx(PROBE_LIMIT_FACTOR * per_request * requests * 4 / concurrency
-                                      + 2 * PROBE_ROUND_ALLOWANCE_S)
+                                      + 2 * ROUND_ALLOWANCE_S)
     assert len(rows) == 3 and all(row["error"].startswith("overtime") for row in rows), "each stored as a failure"
 
 

@@ -81,6 +81,14 @@ def test_a_models_rename_and_symlink_are_refused_by_the_guard_from_gits_account(
     assert guarded(EDIT, _git_paths(checks, 3)) is None, "a plain edit inside the package passes"
 
 
+def test_a_rename_inside_the_package_is_refused_by_the_guard_as_by_the_tree(tree) -> None:
+    """A patch edits files in place: the guard judges git's account as every way into the tree does."""
+    inside = staged_diff(tree, ("mv", "vllm/x.py", "vllm/y.py"))
+    checks = host_checks(tree, inside)
+    assert checks["patch_errors"] == [None] and _git_paths(checks, 0).moves, "git reads a rename it would apply"
+    assert guarded(inside, _git_paths(checks, 0)) == "patch_outside_package"
+
+
 def test_a_text_edit_of_a_symlink_the_tree_holds_is_refused(tmp_path) -> None:
     tree = small_tree(tmp_path / "operator", FILES)
     os.symlink("/usr/lib/libc.so.6", tree / "vllm" / "_C.so")

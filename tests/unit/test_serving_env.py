@@ -65,7 +65,8 @@ def test_credential_names(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "VLLM_MAX_TOKENS", "PATH", "HF_HOME", "NCCL_DEBUG",
-                                  "VLLM_CPU_KVCACHE_SPACE"])
+                                  "VLLM_CPU_KVCACHE_SPACE", "VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD",
+                                  "VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD"])
 def test_names_that_are_not_credentials(name: str) -> None:
     assert not is_credential_name(name)
 

@@ -122,6 +122,7 @@ def test_an_operator_who_asks_less_power_gets_fewer_requests_and_the_run_says_it
                     workload=Workload(kind="random", isl=64, osl=8, concurrency=4, num_prompts=16))
     contract = workload_contract(target)
     assert contract.num_prompts == -(-requests_for_power(95, power=0.5) // 2) < 156, "fewer than the default's"
+    assert (requests_for_power(90, power=0.5), requests_for_power(99, power=0.5)) == (89, 628), "docs/decisions.md's"
     said = []
     say_slo_prompts(SimpleNamespace(warning=lambda text, *args: said.append(text % args)), target, contract)
     assert said and "meeting it 50% of the time" in said[0], said

@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from hyperloom_assets.core.config.files import ConfigFileError, load_config_yaml
-from hyperloom_assets.core.config.names import SAFE_NAME_PATTERN, SAFE_NAME_RULE, is_safe_name
+from hyperloom_assets.core.config.names import SAFE_NAME_RULE, is_safe_name
 from hyperloom_assets.core.config.host_names import HostNames
 from hyperloom_assets.core.config.problems import TargetProblem, at_most
 from hyperloom_assets.core.config.targets import targets_dir
@@ -25,8 +25,6 @@ from hyperloom_assets.core.models import Frozen
 
 LOCAL = "local"
 HOSTS_FILE_ENV = "HYPERLOOM_HOSTS_FILE"
-# A host name becomes a Dagster tag value, a Celery queue and a folder name: a target's rule (names.py).
-HOST_NAME_PATTERN = SAFE_NAME_PATTERN
 # What ssh is handed as its destination and login: a DNS name (RFC 1123 labels) or an IP address,
 # and a POSIX-ish user name. Neither may start with `-`, which ssh would read as an option.
 # `_` is not RFC 1123, but ssh and many private networks take it.

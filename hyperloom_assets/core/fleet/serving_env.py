@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
+from hyperloom_assets.core.secrets import is_secret_name, url_secrets
+
 # The process basics: where programs are, whose home (the engines' caches default under
 # it), the locale and time zone, the temporary folder, the terminal (colour in logs).
 PLATFORM_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM",
@@ -38,19 +40,18 @@ PLATFORM_PREFIXES = (
     "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "NVPL_", "DNNL_", "ONEDNN_",
 )
 
-# Credentials by name. Substrings that only ever name a secret; whole words (between `_`)
-# for the shorter ones, so TOKENIZERS_PARALLELISM is not a token and HF_TOKEN is.
+# Credentials by name, beyond the redaction's rule (a last word ending in key, token, secret,
+# password or credential: core/secrets.is_secret_name): substrings that only ever name a
+# secret, and short last words (MYSQL_PWD, ANTHROPIC_AUTH). A word inside a name is not enough:
+# VLLM_MULTI_STREAM_GEMM_TOKEN_THRESHOLD is a tuning knob, and a server must get it.
 SECRET_SUBSTRINGS = ("SECRET", "PASSW", "PASSPHRASE", "CREDENTIAL", "PRIVATE", "APIKEY", "COOKIE")
-SECRET_WORDS = frozenset({"KEY", "TOKEN", "AUTH", "PASS", "PWD"})
-SECRET_WORD_ENDINGS = ("KEY", "TOKEN")  # ACCESSKEY, HFTOKEN
+SECRET_LAST_WORDS = frozenset({"AUTH", "PASS", "PWD"})
 # Credentials whose names say nothing of it: the user's agents, database and broker
 # addresses, the tool's own store and broker settings.
 SECRET_NAMES = frozenset({"SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "DATABASE_URL", "REDIS_URL",
                           "BROKER_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "AMQP_URL", "KUBECONFIG",
                           "DOCKER_CONFIG", "NETRC", "PGPASSFILE", "PGSERVICEFILE", "GIT_ASKPASS", "SSH_ASKPASS"})
 SECRET_PREFIXES = ("HYPERLOOM_POSTGRES_", "HYPERLOOM_CELERY_")
-# A URL that carries a password (`scheme://user:password@host`), under any name.
-_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@")
 
 
 def is_credential_name(name: str) -> bool:
@@ -59,12 +60,13 @@ def is_credential_name(name: str) -> bool:
     if upper in SECRET_NAMES or upper.startswith(SECRET_PREFIXES) or any(s in upper for s in SECRET_SUBSTRINGS):
         return True
     words = [word for word in upper.split("_") if word]
-    return any(word in SECRET_WORDS or word.endswith(SECRET_WORD_ENDINGS) for word in words)
+    return is_secret_name(name) or bool(words) and words[-1] in SECRET_LAST_WORDS
 
 
 def carries_password(value: str) -> bool:
-    """A value holding a URL with a password in it (a broker's, a proxy's, a database's)."""
-    return _URL_WITH_PASSWORD.search(value) is not None
+    """A value holding a URL with a password in it (a broker's, a proxy's, a database's), in its
+    user part or its query."""
+    return bool(url_secrets(value))
 
 
 def may_inherit(name: str, value: str, engine_prefixes: Iterable[str] = ()) -> bool:

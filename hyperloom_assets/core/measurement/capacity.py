@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+from hyperloom_assets.core.measurement.limits import ROUND_ALLOWANCE_S
 from hyperloom_assets.core.measurement.measurement import ArrivalLoad
 from hyperloom_assets.core.measurement.slo_statistic import min_samples
 from hyperloom_assets.core.models import Strict
@@ -42,7 +43,6 @@ QUEUE_GROWTH_SHARE = 0.05
 # A probe's round may take this many times what the baseline's measuring took per request
 # (more where its load is below the target's), plus each round's allowance; past it, it broke.
 PROBE_LIMIT_FACTOR = 4.0
-PROBE_ROUND_ALLOWANCE_S = 60.0
 
 
 class Probe(Strict):
@@ -123,7 +123,7 @@ def probe_limit_s(baseline_measuring_s: float, baseline_requests: int, probe_req
     flight take longer each), plus each round's allowance."""
     per_request = baseline_measuring_s / max(1, baseline_requests)
     return (PROBE_LIMIT_FACTOR * per_request * probe_requests * max(1.0, start / load)
-            + rounds * PROBE_ROUND_ALLOWANCE_S)
+            + rounds * ROUND_ALLOWANCE_S)
 
 
 def _next_load(low: float, high: float | None, ceiling: float, unit: Unit) -> float | None:

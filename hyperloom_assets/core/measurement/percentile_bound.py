@@ -33,17 +33,30 @@ def _check(percentile: float, confidence: float) -> float:
 def upper_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
     """The smallest 1-based rank k whose order statistic bounds the percentile from above; None if none of n does."""
     q = _check(percentile, confidence)
-    below = binom.cdf(np.arange(n), n, q)  # below[k - 1] = P(Bin(n, q) <= k - 1), non-decreasing in k
-    rank = int(np.searchsorted(below, confidence)) + 1
-    return rank if rank <= n else None
+    # The least k - 1 with P(Bin(n, q) <= k - 1) >= confidence, found from the binomial's quantile in O(1)
+    # (every round's latency sets are bounded: a long round's ITL gaps run to hundreds of thousands).
+    x = _first_at_least(n, q, confidence)
+    return x + 1 if x + 1 <= n else None
 
 
 def lower_rank(n: int, percentile: float, confidence: float = 0.95) -> int | None:
     """The largest 1-based rank k whose order statistic bounds the percentile from below; None if none of n does."""
     q = _check(percentile, confidence)
-    below = binom.cdf(np.arange(n), n, q)  # below[k - 1] = P(Bin(n, q) <= k - 1) = 1 - P(Bin(n, q) >= k)
-    rank = int(np.searchsorted(below, 1 - confidence, side="right"))  # the ranks with below[k - 1] <= 1 - confidence
-    return rank if rank >= 1 else None
+    # The largest k - 1 with P(Bin(n, q) <= k - 1) <= 1 - confidence, i.e. P(Bin(n, q) >= k) >= confidence.
+    x = _first_at_least(n, q, 1 - confidence)
+    if binom.cdf(x, n, q) > 1 - confidence:
+        x -= 1
+    return min(x, n - 1) + 1 if x >= 0 else None
+
+
+def _first_at_least(n: int, q: float, level: float) -> int:
+    """The least x with P(Bin(n, q) <= x) >= level, from scipy's quantile, checked against the cdf itself."""
+    x = int(binom.ppf(level, n, q))
+    while x > 0 and binom.cdf(x - 1, n, q) >= level:
+        x -= 1
+    while binom.cdf(x, n, q) < level:
+        x += 1
+    return x
 
 
 def percentile_upper_bound(values: Sequence[float], percentile: float, confidence: float = 0.95) -> float | None:

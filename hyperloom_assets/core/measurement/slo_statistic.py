@@ -8,10 +8,9 @@ The mean has no distribution-free bound: latency has no upper limit, so one requ
 move it anywhere. Its bound is Student-t's one-sided upper limit with Hall's skewness
 correction, x̄ + s/√n · (t + γ̂(2t² + 1)/(6√n)), from the Edgeworth expansion of the
 studentized mean: latency is skewed to the right, and plain t then covers less than it
-says (89.9% for exponential latency at n = 30; corrected, 92.5%; at n = 100, 94.6%). It
-asks for MEAN_MIN_SAMPLES requests, where the correction brings a moderately skewed
-latency (exponential, lognormal σ = 0.5) within half a point of 95%; a heavier tail
-(lognormal σ = 1, Pareto α = 3) still reads about 90-92% there, which docs/decisions.md says.
+says. It asks for MEAN_MIN_SAMPLES requests, where the correction brings a moderately
+skewed latency near 95%; a heavier tail still reads under it (benchmarks/slo_power.py
+measures both; docs/decisions.md says what follows).
 
 Each statistic has a 95% lower bound by the same reasoning (the order statistic from below,
 the expansion's other tail), so that a verdict can tell a launch shown breaking a limit from

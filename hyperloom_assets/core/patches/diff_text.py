@@ -58,6 +58,11 @@ class FileDiff(Frozen):
         return self.new or self.old or ""
 
 
+def section_paths(sections: list[FileDiff] | tuple[FileDiff, ...]) -> list[str]:
+    """The tree paths the sections touch (old and new names), in order, once each."""
+    return list(dict.fromkeys(name for section in sections for name in (section.old, section.new) if name))
+
+
 def _lines(text: str) -> list[str]:
     lines = text.split("\n")  # git's lines: only "\n" ends one
     return lines[:-1] if lines and lines[-1] == "" else lines

@@ -17,8 +17,8 @@ import re
 from pathlib import PurePosixPath
 
 from hyperloom_assets.core.models import Frozen
-from hyperloom_assets.core.patches.diff_text import REGULAR_MODES, read_diff
-from hyperloom_assets.core.patches.patch import outside_package
+from hyperloom_assets.core.patches.diff_text import REGULAR_MODES
+from hyperloom_assets.core.patches.patch import outside_package, touched_files
 
 _CREATE_DELETE = re.compile(r"^ (?:create|delete) mode (\d{6}) (.+)$")
 _MODE_CHANGE = re.compile(r"^ mode change (\d{6}) => (\d{6})(?: (.+))?$")
@@ -113,9 +113,7 @@ def with_tree_modes(found: GitPaths, tree_modes: dict[str, str]) -> GitPaths:
 
 def text_paths(text: str) -> GitPaths:
     """The strict text reader's account (no git at hand); DiffError for what it does not understand."""
-    sections = read_diff(text)
-    paths = [name for section in sections for name in (section.old, section.new) if name is not None]
-    return GitPaths(paths=tuple(dict.fromkeys(paths)))
+    return GitPaths(paths=tuple(touched_files(text)))
 
 
 def not_regular(found: GitPaths) -> list[str]:
@@ -124,19 +122,20 @@ def not_regular(found: GitPaths) -> list[str]:
             + [f"{path} (binary)" for path in found.binary])
 
 
-def refusal(found: GitPaths, prefix: PurePosixPath | str | None) -> str | None:
-    """Why a patch with these paths may not be applied to a tree (None: it may), in one line. Every patch
-    that reaches a tree was read by the strict text reader, which reads no rename or copy: git finding
-    one means the two read the patch differently. `prefix` None: the caller knows no package."""
+def refusal(found: GitPaths, prefix: PurePosixPath | str | None) -> tuple[str, str] | None:
+    """Why a patch with these paths may not be applied to a tree (None: it may): the guard's rule
+    (`patch_outside_package` or `patch_file_mode`) and one line. Every patch that reaches a tree was
+    read by the strict text reader, which reads no rename or copy: git finding one means the two read
+    the patch differently. `prefix` None: the caller knows no package."""
     if found.unread:
-        return f"git's account of the patch has lines this reader does not know: {found.unread[0][:120]!r}"
+        return "patch_outside_package", (f"git's account of the patch has lines this reader does not know: "
+                                         f"{found.unread[0][:120]!r}")
     if not found.paths:
-        return "git names no file the patch touches"
+        return "patch_outside_package", "git names no file the patch touches"
     if found.moves:
-        return f"`{found.moves[0]}`: a patch edits files in place, it renames and copies none"
+        return "patch_outside_package", f"`{found.moves[0]}`: a patch edits files in place, it renames and copies none"
     if prefix is not None and (bad := outside_package(list(found.paths), prefix)):
-        return f"touches {', '.join(bad)}, outside {prefix}/"
+        return "patch_outside_package", f"touches {', '.join(bad)}, outside {prefix}/"
     if kinds := not_regular(found):
-        return f"changes {', '.join(kinds)}: only regular text files may be patched"
+        return "patch_file_mode", f"changes {', '.join(kinds)}: only regular text files may be patched"
     return None
-

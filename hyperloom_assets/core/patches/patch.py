@@ -20,7 +20,7 @@ from typing import Literal
 from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.hashing import sha256_text
 from hyperloom_assets.core.models import Frozen
-from hyperloom_assets.core.patches.diff_text import DiffError, read_diff
+from hyperloom_assets.core.patches.diff_text import DiffError, read_diff, section_paths
 
 HEADER_KEYS = ("engine", "changes", "why", "risk", "applies-to", "offer")
 _HEADER_LINE = re.compile(r"^#\s*([a-z-]+):\s*(.*)$")
@@ -78,12 +78,7 @@ def _header(text: str) -> dict[str, str]:
 def touched_files(text: str) -> list[str]:
     """The tree paths a unified diff touches (old and new names), in order, once each; DiffError
     (a ValueError) for a diff the reader does not understand in full (diff_text.py)."""
-    found: list[str] = []
-    for section in read_diff(text):
-        for name in (section.old, section.new):
-            if name is not None and name not in found:
-                found.append(name)
-    return found
+    return section_paths(read_diff(text))
 
 
 def _is_diff(text: str) -> bool:

@@ -34,9 +34,9 @@ from typing import Literal
 
 from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.models import Frozen
-from hyperloom_assets.core.patches.diff_text import DiffError, read_diff
+from hyperloom_assets.core.patches.diff_text import DiffError, read_diff, section_paths
 from hyperloom_assets.core.planning.seed_grids import accuracy_risk
-from hyperloom_assets.core.proposer.code_regions import python_reasons
+from hyperloom_assets.core.proposer.code_regions import PYTHON_SUFFIXES, python_reasons
 from hyperloom_assets.core.proposer.code_rules import DENIED_MODULES
 from hyperloom_assets.core.proposer.replies import CriticReply
 
@@ -80,26 +80,19 @@ class CriticChange(Frozen):
     patched: tuple[tuple[str, str, str], ...] = ()
 
 
-def changed_lines(patch: str) -> list[tuple[str, str]]:
-    """(file, line) for each line a unified diff adds or removes (none for a diff the reader refuses)."""
-    try:
-        files = read_diff(patch)
-    except DiffError:
-        return []
-    return [(diff.path, line[1:]) for diff in files for hunk in diff.hunks for line in hunk.lines if line[0] in "+-"]
-
-
 def _patch_reasons(patch: str, patched: tuple[tuple[str, str, str], ...]) -> tuple[list[str], list[str]]:
     """(rejecting reasons, approving reasons) for a patch's files and code."""
     try:
         files = read_diff(patch)
     except DiffError as exc:
         return [f"unreadable_patch: {exc}"], []
-    paths = list(dict.fromkeys(name for diff in files for name in (diff.old, diff.new) if name))
+    paths = section_paths(files)
     rejects = [f"sensitive_file: {path} is the engine's serving layer" for path in paths if SERVING_PATHS.search(path)]
     rejects += python_reasons(files, {path: (before, after) for path, before, after in patched})
+    unread = [path for path in paths if not path.lower().endswith(PYTHON_SUFFIXES)]
     return rejects, [f"the patch touches {', '.join(paths) or 'no file'}; its Python, parsed, handles no error, "
-                     "security, environment, file, network, process or dynamic import"]
+                     "security, environment, file, network, process or dynamic import"
+                     + (f"; not Python, so not judged: {', '.join(unread)}" if unread else "")]
 
 
 def review(change: CriticChange, spec: EngineSpec) -> CriticReply:

@@ -19,7 +19,7 @@ from typing import Any
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.climb import TrialRecord
 from hyperloom_assets.core.results import BaselineResult, RooflineResult
-from hyperloom_assets.core.secrets import Redactor, redact_argv, redact_env
+from hyperloom_assets.core.secrets import Redactor
 
 
 def baseline_telemetry(baseline: BaselineResult) -> dict[str, Any] | None:
@@ -61,8 +61,8 @@ def _evidence(target: Target, baseline: BaselineResult, roofline: RooflineResult
     m, r, a = baseline.measurement, roofline.roofline, roofline.achieved
     return {
         "ask": f"at most {max_proposals} proposals",
-        "target": {"engine": target.engine, "model": target.model.name, "server_args": redact_argv(target.server_args),
-                   "env": redact_env(target.env), "workload": target.workload.model_dump(mode="json")},
+        "target": {"engine": target.engine, "model": target.model.name, "server_args": target.server_args,
+                   "env": target.env, "workload": target.workload.model_dump(mode="json")},
         "hardware": roofline.hardware.model_dump(mode="json"),
         "roofline": {"binding": r.binding, "ceiling_tok_s": r.ceiling_tok_s, "explanation": r.explanation,
                      "achieved_pct": a.achieved_pct},

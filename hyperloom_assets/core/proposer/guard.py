@@ -17,8 +17,7 @@ import re
 from hyperloom_assets.core.engines.spec import EngineSpec
 from hyperloom_assets.core.models import Frozen, Strict
 from hyperloom_assets.core.patches.diff_text import DiffError
-from hyperloom_assets.core.patches.git_paths import GitPaths, not_regular, text_paths
-from hyperloom_assets.core.patches.patch import outside_package
+from hyperloom_assets.core.patches.git_paths import GitPaths, refusal, text_paths
 from hyperloom_assets.core.planning.variants import canonical_flag, setting_key, split_args
 from hyperloom_assets.core.proposer.allowlist import Allowlist, reads_as_option
 from hyperloom_assets.core.proposer.replies import ProposedChange
@@ -156,16 +155,11 @@ def _patch_refusals(patch: str, inputs: GuardInputs) -> list[Refusal]:
         rule = "patch_file_mode" if unreadable.file_kind else "patch_outside_package"
         return [Refusal(rule=rule, detail=f"git was not asked and the text reader cannot tell what it touches: "
                                           f"{unreadable}")]
-    bad = outside_package(list(found.paths), inputs.package_prefix) if found.paths else [
-        "(no file named: not a unified diff)"]
-    bad += [f"(a line of git's account not understood: {line[:80]!r})" for line in found.unread]
     if read is not None and inputs.patch_paths is not None and set(read.paths) != set(found.paths):
-        bad.append(f"(git reads {', '.join(found.paths)}, the text reader {', '.join(read.paths)})")
-    if bad:
-        return [Refusal(rule="patch_outside_package",
-                        detail=f"touches {', '.join(bad)}, outside {inputs.package_prefix}/")]
-    if kinds := not_regular(found):
-        return [Refusal(rule="patch_file_mode", detail=f"changes {', '.join(kinds)}")]
+        return [Refusal(rule="patch_outside_package", detail=(
+            f"git reads {', '.join(found.paths)}, the text reader {', '.join(read.paths)}"))]
+    if (refused := refusal(found, inputs.package_prefix)) is not None:
+        return [Refusal(rule=refused[0], detail=refused[1])]
     if inputs.patch_apply_error is not None:
         return [Refusal(rule="patch_not_applying", detail=inputs.patch_apply_error.strip()[:500])]
     return []
