@@ -59,7 +59,7 @@ EXERCISES = OFFLINE_CLIMB + (
     "benchmarks/support/quality_scenarios.py", "benchmarks/support/search_space.py", "benchmarks/support/sim_grid.py",
     "benchmarks/support/launch_noise.py",
     # the real-graph row: the assets, the hosts and slots, the client, the sim server
-    "hyperloom_assets/assets/", "resources/hosts/", "resources/bench/", "resources/measure.py",
+    "hyperloom_assets/assets/", "hyperloom_assets/resources/hosts/", "hyperloom_assets/resources/bench/", "hyperloom_assets/resources/measure.py",
     "hyperloom_assets/core/fleet/", "hyperloom_assets/sim/", "benchmarks/support/parallel_graph.py")
 
 SLOTS = (1, 2, 4, 8)

@@ -158,43 +158,11 @@ def script_of(record: dict, root: Path) -> Path | None:
 
 
 def exercises_of(record: dict, root: Path) -> tuple[str, ...] | None:
-    """The paths RECORD says it exercised, else its script's declaration as it stands; None: neither.
-    Each as git names its files: through the repository's links (see through_links)."""
+    """The paths RECORD says it exercised, else its script's declaration as it stands; None: neither."""
     if record.get("exercises"):
-        return through_links(tuple(record["exercises"]), _links(root))
+        return tuple(record["exercises"])
     script = script_of(record, root)
-    declared = declared_exercises(script, record.get("benchmark") or "") if script else None
-    return None if declared is None else through_links(declared, _links(root))
-
-
-def through_links(exercises: Sequence[str], links: dict[str, str]) -> tuple[str, ...]:
-    """EXERCISES as git names the files: `git diff` reports a file under a linked folder
-    (hyperloom_assets/resources -> resources) at the link's target only, so a path under a link
-    is read at its target, and a folder holding a link covers the target's folder too."""
-    found: list[str] = []
-    for path in exercises:
-        bare = path.rstrip("/")
-        link = next((name for name in links if bare == name or bare.startswith(name + "/")), None)
-        found.append(links[link] + path[len(link):] if link else path)
-        if path.endswith("/"):
-            found += [links[name] + "/" for name in links if name.startswith(path)]
-    return tuple(dict.fromkeys(found))
-
-
-def _links(root: Path) -> dict[str, str]:
-    """The repository's symbolic links to folders inside it: link path -> target path, both from ROOT."""
-    try:
-        listed = _git(root, "ls-files", "-s")
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    links = {}
-    for line in listed.splitlines():
-        meta, _, name = line.partition("\t")
-        if meta.startswith("120000 "):
-            target = (root / name).resolve()
-            if target.is_relative_to(root.resolve()):
-                links[name] = target.relative_to(root.resolve()).as_posix()
-    return links
+    return declared_exercises(script, record.get("benchmark") or "") if script else None
 
 
 def _git(root: Path, *args: str) -> str:

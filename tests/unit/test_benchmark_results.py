@@ -116,20 +116,6 @@ def test_a_result_is_stale_once_a_path_it_exercises_changes_and_fresh_while_only
                     "re-run `.venv/bin/python benchmarks/b.py --seeds 3`")
 
 
-def test_a_change_under_a_linked_folder_makes_a_result_that_names_the_link_stale(repo) -> None:
-    """git names a file under a linked folder at the link's target: the declaration names the link."""
-    measured = _commit(repo, "resources/hosts.py", "a = 1\n")
-    (repo / "pkg").mkdir()
-    (repo / "pkg" / "resources").symlink_to("../resources")
-    _git(repo, "add", "pkg")
-    _git(repo, "commit", "-qm", "link")
-    _commit(repo, "resources/hosts.py", "a = 2\n")
-    record = {"commit": measured, "exercises": ["pkg/resources/hosts.py"]}
-    for exercises in (["pkg/resources/hosts.py"], ["pkg/"]):
-        paths = staleness.exercises_of({**record, "exercises": exercises}, repo)
-        assert staleness.staleness(measured, paths, staleness.tree_changes(repo, measured)).stale, exercises
-
-
 def test_a_pending_change_reads_the_same_before_and_after_its_commit(repo) -> None:
     """The page is rendered before the commit that changes the code; it must still match after it."""
     measured = _commit(repo, "lib/sim.py", "speed = 1\n")

@@ -32,9 +32,9 @@ KNOWS_THE_SIM = ("hyperloom_assets.core.engines", SIM_PACKAGE)
 
 
 def module_files() -> dict[str, Path]:
-    """Every module of the package, the linked resources/, sensors/ and jobs/ included."""
+    """Every module of the package."""
     found = {}
-    paths = [Path(root) / name for root, _, names in os.walk(PACKAGE_DIR, followlinks=True)
+    paths = [Path(root) / name for root, _, names in os.walk(PACKAGE_DIR)
              for name in names if name.endswith(".py")]
     for path in paths:
         parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
@@ -134,6 +134,14 @@ def test_resources_sensors_and_jobs_install_under_the_project_namespace(tmp_path
     done = subprocess.run([sys.executable, "-c", "import hyperloom_assets.resources.store.results as s; print(s.__name__)"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0 and "hyperloom_assets.resources.store.results" in done.stdout, done.stderr
+
+
+def test_every_module_has_one_address_and_the_repository_no_link() -> None:
+    """A path-reading tool and a plain grep see each module where its import says it is."""
+    listed = subprocess.run(["git", "ls-files", "-s"], capture_output=True, text=True, cwd=PACKAGE_DIR.parent, check=True)
+    links = [line.split("\t", 1)[1] for line in listed.stdout.splitlines() if line.startswith("120000 ")]
+    assert links == []
+    assert all(not path.is_symlink() for path in PACKAGE_DIR.rglob("*") if "__pycache__" not in path.parts)
 
 
 def test_no_module_imports_the_bare_top_level_names() -> None:

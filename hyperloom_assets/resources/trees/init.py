@@ -62,7 +62,7 @@ def _copy_package(source: Path, destination: Path) -> tuple[int, int]:
             shutil.copy2(src, dst)
         counts[0] += 1
 
-    # A linked folder inside the package (this project links resources/ in) is not the package's own code.
+    # A linked folder inside the package points at code that is not the package's own.
     def ignore(folder: str, names: list[str]) -> set[str]:
         skipped = {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
         return skipped | {n for n in names if os.path.islink(os.path.join(folder, n)) and os.path.isdir(os.path.join(folder, n))}
