@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CITATION = re.compile(r"\binvariants? (\d+)", re.IGNORECASE)
-SEARCHED = ("hyperloom_assets", "resources", "sensors", "jobs", "tests", "benchmarks", "scripts",
+SEARCHED = ("hyperloom_assets", "tests", "benchmarks", "scripts",
             "docs", "examples", "targets", "README.md")
 
 

@@ -36,7 +36,7 @@ from hyperloom_assets.resources.releases.package_index import simple_index_url
 
 MARKER = ".hyperloom-env-ready"
 PTH_NAME = "hyperloom-project.pth"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 ERROR_TAIL_LINES = 25
 _SITE_PACKAGES_PROBE = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
