@@ -5,8 +5,11 @@ a workload and a poor operator config) and the space the planner would search fo
 the engine's seed grid and the ablations of the operator's flags (sim_grid.py), or the
 target's own `search_space` laid over the grid, or alone with `only: true`, by the
 planner's own code (core/planning/search_space.py). Every flavour the sim mimics (vLLM,
-SGLang, ATOM) has a scenario with a search_space whose knobs the seed grid lacks; one
-scenario has a TPOT p95 SLO that the fastest points break. The truth of every point is the
+SGLang, ATOM) has a scenario with a search_space whose knobs the seed grid lacks, and one
+space has nine knobs of the target's own; two scenarios have a TPOT SLO (p95, p99) that the
+fastest points break, and one a TTFT and TPOT SLO at p90 that the operator's config breaks
+and no single move from it meets. No scenario searches goodput yet (the sim's prediction
+counts no requests within an SLO). The truth of every point is the
 sim's noise-free prediction (`sim-predict`: throughput, latency, telemetry), computed once
 and cached under .cache/search_quality.
 
@@ -31,16 +34,25 @@ common random numbers across searchers. Every one starts with one launch of the 
 - `tpe-constrained` (SLO scenarios): tuned TPE told each launch's constraints, the
   measured latency percentile minus the limit (Optuna's constraints; `constraints_func`
   is deprecated in Optuna 5 for Trial.set_constraint, which the same sampler reads);
+- `planner+continuation`: planner+history with the target's `continuation: tpe`: once its rule
+  plan is spent it goes on with Optuna's TPE over the plan's knobs, warm-started with every
+  launch it made (core/planning/continuation.py), its proposals narrowed to the space and
+  judged by the same rules; `planner+continuation-gp` (only with --searchers) the same with
+  Optuna's GP sampler;
+- `gp`: Optuna's GPSampler with its defaults (10 start-up trials), one study of the largest
+  budget, under an SLO told each launch's constraints as constrained TPE is (minutes per seed
+  at 80 launches: it fits a GP at every trial);
 - `random`: distinct points in random order.
 A sampler's pick is the point whose launches averaged highest, of those none of whose
 launches broke the SLO by its measured percentile. Every pick is validated the same way:
 its noise-free throughput as a share of the attainable gain (pick - operator) / (best -
 operator); under an SLO the best is the best point that meets it (noise-free percentile)
-and a pick that breaks it scores 0. Reported per budget (5, 10, 20, 40 launches): the
+and a pick that breaks it scores 0. Reported per budget (5, 10, 20, 40, 80 launches): the
 median share over --seeds runs with its percentile-bootstrap 95% interval (2,000
 resamples of the seeds, fixed seed: intervals.py), whether planner+history is ahead of
 default TPE, and `behind_tuned_tpe`: every budget where a planner column's median is
-below tuned (or constrained) TPE's, with the paired bootstrap's interval of the difference.
+below tuned (or constrained) TPE's or GP's, with the paired bootstrap's interval of the difference.
+--searchers runs a subset of the columns (a development run; planner+history always runs).
 
 With --proposer, a column `proposer:<label>`: planner+history with a model's rounds as
 `candidates` and `trials` ask them (assets/proposer_round.py: guard, critic, approved
@@ -86,7 +98,7 @@ from benchmarks.support.calibrated_scenarios import calibrated, calibration_fiel
 from benchmarks.support.offline_climb import SimScenario  # noqa: E402
 from benchmarks.support.proposer_column import KINDS, MAX_ROUNDS, ProposerColumn  # noqa: E402
 from benchmarks.support.quality_scenarios import SYNTHETIC_TRACE, cached_space, scenarios, synthetic_trace_file  # noqa: E402
-from benchmarks.support.quality_summary import CONSTRAINED, PLANNER, TUNED, summarise  # noqa: E402
+from benchmarks.support.quality_summary import CONSTRAINED, CONTINUED, GP, PLANNER, TUNED, summarise  # noqa: E402
 from benchmarks.support.intervals import BOOTSTRAP_SEED, LEVEL, RESAMPLES  # noqa: E402
 from benchmarks.support.results import RESULTS_DIR, RunStart, machine, start_run, write_results  # noqa: E402
 from benchmarks.support.search_space import Noise, Space  # noqa: E402
@@ -95,6 +107,7 @@ from benchmarks.support.searchers import (  # noqa: E402
     HISTORY_LAUNCHES,
     Picks,
     climb_search,
+    gp_search,
     random_search,
     tpe_budgeted,
     tpe_search,
@@ -112,22 +125,24 @@ EXERCISES = OFFLINE_CLIMB + (
     "benchmarks/support/intervals.py", "benchmarks/support/proposer_column.py",
     "benchmarks/support/offline_proposer.py", "benchmarks/support/llm_servers.py")
 
-BUDGETS = [5, 10, 20, 40]
-SEARCHERS = (PLANNER, "planner", "planner-single+history", "planner-single", "tpe", TUNED, CONSTRAINED, "random")
-AHEAD_UP_TO = 20  # the goal: ahead of TPE at every budget up to this many launches
+from benchmarks.support.quality_table import (  # noqa: E402
+    AHEAD_UP_TO, BUDGETS, CONTINUED_GP, DEFAULT_SEARCHERS, SEARCHERS, print_table, with_int_budgets)
 
 
 def run_scenario(scenario: SimScenario, noise: Noise, seeds: int, workers: int,
-                 column: ProposerColumn | None = None, previous: dict | None = None) -> dict:
-    """The scenario's row; with `previous` (its committed row), only the proposer column, merged into it."""
+                 column: ProposerColumn | None = None, previous: dict | None = None,
+                 searchers: tuple[str, ...] = DEFAULT_SEARCHERS) -> dict:
+    """The scenario's row; with `previous` (its committed row), only the proposer column, merged into it.
+    `searchers`: the columns to run (a development run's subset); planner+history always runs."""
     started = time.monotonic()
     space = cached_space(scenario, workers)
     grid_s = time.monotonic() - started
     first_trials: list[list[str]] = []
     # --add runs planner+history again: the column's base, and the proof that the kept columns still hold.
-    tuning = {} if previous else tpe_tuning(space, noise)
+    tuning = {} if previous else tpe_tuning(space, noise, searchers)
     tuning_s = time.monotonic() - started - grid_s
-    runs = searcher_runs(space, noise, first_trials, tuning)
+    runs = {name: run for name, run in searcher_runs(space, noise, first_trials, tuning).items()
+            if name in searchers or name == PLANNER}
     shares = {name: shares_of(space, run, seeds) for name, run in runs.items() if not previous or name == PLANNER}
     if previous:
         check_reproduced(previous, space, shares[PLANNER])  # before a model is asked anything
@@ -165,10 +180,10 @@ def describe(space: Space) -> dict:
     }
 
 
-def tpe_tuning(space: Space, noise: Noise) -> dict[str, dict]:
+def tpe_tuning(space: Space, noise: Noise, searchers: tuple[str, ...] = DEFAULT_SEARCHERS) -> dict[str, dict]:
     """TPE's start-up trials per budget, chosen on held-out seeds; constrained TPE's too under an SLO."""
-    found = {TUNED: tuned_startups(space, noise, BUDGETS)}
-    if space.scenario.slo:
+    found = {TUNED: tuned_startups(space, noise, BUDGETS)} if TUNED in searchers else {}
+    if space.scenario.slo and CONSTRAINED in searchers:
         found[CONSTRAINED] = tuned_startups(space, noise, BUDGETS, constrained=True)
     return found
 
@@ -185,6 +200,9 @@ def searcher_runs(space: Space, noise: Noise, first_trials: list[list[str]],
         return {b: tuned["chosen"] for b, tuned in tuning[name].items()}
 
     runs = {PLANNER: planner_history, "planner": lambda seed: climb_search(space, noise, seed, BUDGETS)[0],
+            CONTINUED: lambda seed: climb_search(space, noise, seed, BUDGETS, history=True, continuation="tpe")[0],
+            CONTINUED_GP: lambda seed: climb_search(space, noise, seed, BUDGETS, history=True, continuation="gp")[0],
+            GP: lambda seed: gp_search(space, noise, seed, BUDGETS),
             "planner-single+history": lambda seed: climb_search(space, noise, seed, BUDGETS, history=True,
                                                                 combine=False)[0],
             "planner-single": lambda seed: climb_search(space, noise, seed, BUDGETS, combine=False)[0],
@@ -248,66 +266,6 @@ def merged_row(previous: dict, column: ProposerColumn, shares: dict, stats: dict
             "proposer": {**previous.get("proposer", {}), column.name: stats}}
 
 
-def with_int_budgets(row: dict) -> dict:
-    """A row read back from JSON, its shares' per-budget keys numbers again."""
-    return {**row, "shares": {name: {int(b): v for b, v in by.items()} for name, by in row["shares"].items()}}
-
-
-def columns_of(row: dict) -> list[str]:
-    return [name for name in (*SEARCHERS, *row.get("proposer", {})) if name in row["shares"]]
-
-
-def print_table(rows: list[dict]) -> None:
-    print(f"median share of the attainable gain at a budget of B launches (the operator's included) [95% bootstrap "
-          f"interval over seeds]; * = {PLANNER} not ahead of default TPE at a budget up to {AHEAD_UP_TO}; "
-          "under an SLO a pick that breaks it (noise-free) scores 0")
-    if any(r.get("proposer") for r in rows):
-        print(f"proposer:<label> = {PLANNER} with the model's rounds first; +/- = above/below {PLANNER}; "
-              "under it the model's calls, rounds (fell back) and its variants tried (kept), all seeds summed")
-    width = max(22, *(len(name) for r in rows for name in columns_of(r)))
-    header = f"{'scenario':38} {'points':>6} {'gain':>6} {'searcher':>{width}} " + " ".join(
-        f"{'B=' + str(b):>15}" for b in BUDGETS)
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        gain = f"{100 * (r['best_tok_s'] / r['baseline_tok_s'] - 1):5.0f}%"
-        for index, name in enumerate(columns_of(r)):
-            lead = f"{r['scenario']:38} {r['points']:6d} {gain:>6}" if index == 0 else " " * 52
-            print(f"{lead} {name:>{width}} " + " ".join(_cell(r, name, b) for b in BUDGETS))
-            if name in r.get("proposer", {}):
-                a = r["proposer"][name]
-                print(f"{' ' * 52} {'':>{width}} {a['llm_calls']} calls, {a['rounds']} rounds ({a['rounds_fell_back']} "
-                      f"fell back, {a['calls_failed']} on a failed call), {a['llm_trials']} llm trials "
-                      f"({a['llm_keepers']} kept) over {a['seeds']} seeds")
-    print_behind(rows)
-
-
-def _cell(row: dict, name: str, budget: int) -> str:
-    i = row["interval"][name][budget]
-    text = f"{100 * i['median']:.0f}% [{100 * i['low']:.0f},{100 * i['high']:.0f}]"
-    return f"{text:>14}{_mark(row, name, budget)}"
-
-
-def print_behind(rows: list[dict]) -> None:
-    """Where a planner column's median is below tuned (or constrained) TPE's, with the paired interval."""
-    print(f"behind tuned TPE (median share difference, paired 95% bootstrap interval; ! = the whole interval below 0):")
-    found = [(r["scenario"], item) for r in rows for item in r["behind_tuned_tpe"]]
-    for scenario, item in found:
-        print(f"  {scenario} B={item['budget']}: {item['searcher']} - {item['against']} = {100 * item['diff']:+.1f} "
-              f"points [{100 * item['low']:+.1f}, {100 * item['high']:+.1f}]{' !' if item['clearly'] else ''}")
-    if not found:
-        print("  nowhere")
-
-
-def _mark(row: dict, name: str, budget: int) -> str:
-    if name == PLANNER:
-        return "*" if budget <= AHEAD_UP_TO and not row["ahead_of_tpe"][PLANNER][budget] else " "
-    if name in row.get("proposer", {}):
-        delta = row["median_share"][name][budget] - row["median_share"][PLANNER][budget]
-        return "+" if delta > 1e-9 else "-" if delta < -1e-9 else " "
-    return " "
-
-
 def previous_results(folder: Path = RESULTS_DIR) -> dict:
     path = folder / "search_quality.json"
     if not path.is_file():
@@ -330,6 +288,8 @@ def main() -> int:
                         help="keep the committed columns and compute only the proposer column")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
                         help="where search_quality.json goes (a smoke run: elsewhere than the committed one)")
+    parser.add_argument("--searchers", default=",".join(DEFAULT_SEARCHERS),
+                        help=f"the columns to run, comma-separated, of {', '.join(SEARCHERS)} (planner+history always)")
     parser.add_argument("--calibration", choices=["none", "auto"], default="none",
                         help="auto: each scenario on its GPU's packaged calibration profile, where there is one, "
                              "with the ranking against the uncalibrated space; writes search_quality_calibrated.json")
@@ -355,19 +315,29 @@ def main() -> int:
             if args.add and scenario.name not in rows:
                 raise SystemExit(f"--add: {scenario.name} has no committed row; run it without --add first")
             row = run_scenario(scenario, noise, args.seeds, args.workers, column, rows.get(scenario.name) if args.add
-                               else None)
+                               else None, searchers=chosen_searchers(parser, args.searchers))
             rows[scenario.name] = row | (calibration_fields(scenario, args.workers) if args.calibration == "auto" else {})
             print(f"{scenario.name}: {row['points']} points, grid {row['grid_s']} s, search {row['search_s']} s"
                   + (f", {column.name} {row['proposer'][column.name]['search_s']} s" if column else ""), flush=True)
             save(settings, list(rows.values()), columns, kept["machine"], bench_run, args.results_dir, name)  # as it lands
     shown = [rows[s.name] for s in chosen]
     print_table(shown)
-    for name in (PLANNER, "planner", *([column.name] if column else [])):
+    for name in (CONTINUED, PLANNER, "planner", *([column.name] if column else [])):
+        if any(name not in r["ahead_of_tpe"] for r in shown):
+            continue
         misses = [(r["scenario"], b) for r in shown for b in BUDGETS if b <= AHEAD_UP_TO and not r["ahead_of_tpe"][name][b]]
         print(f"{name} ahead of TPE at every budget up to {AHEAD_UP_TO}: "
               f"{'yes' if not misses else 'no: ' + ', '.join(f'{s} at {b}' for s, b in misses)}")
     print(f"{time.monotonic() - started:.0f} s")
     return 0
+
+
+def chosen_searchers(parser: argparse.ArgumentParser, text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SEARCHERS]
+    if unknown:
+        parser.error(f"--searchers: unknown {', '.join(unknown)}; expected some of {', '.join(SEARCHERS)}")
+    return names
 
 
 def settings_of(seeds: int, noise: Noise) -> dict:

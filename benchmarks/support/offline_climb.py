@@ -41,7 +41,12 @@ from hyperloom_assets.core.measurement.serving import LaunchRecord, ServerSpec
 from hyperloom_assets.core.measurement.stats import LaunchNoise
 from hyperloom_assets.core.measurement.workloads import build_plan, default_warmups
 from hyperloom_assets.core.models import Strict
-from hyperloom_assets.core.planning.plan_evidence import plan_evidence, plan_for_target, slo_skip
+from hyperloom_assets.core.planning.plan_evidence import (
+    continuation_for_target,
+    plan_evidence,
+    plan_for_target,
+    slo_skip,
+)
 from hyperloom_assets.core.planning.planner import PlanEvidence
 from hyperloom_assets.core.planning.recipes import Recipe, offered_recipes
 from hyperloom_assets.core.planning.stack import composition
@@ -79,6 +84,7 @@ class SimScenario(Strict):
     # name; None: the perf model's constants.
     calibration: SimCalibration | None = None
     calibration_profile: str | None = None
+    continuation: Literal["off", "tpe", "gp"] = "off"  # the target's continuation past the rule plan
 
     @property
     def sim_calibration(self) -> SimCalibration:
@@ -88,7 +94,8 @@ class SimScenario(Strict):
         harness = ["--gpu", self.gpu, "--tp", str(self.tp), "--flavor", self.flavor]
         return Target(engine="sim", model=self.model, server_args=[*harness, *self.server_args],
                       workload=self.workload, max_trials=self.max_trials, target_gain_pct=self.target_gain_pct,
-                      repeats=self.repeats, search_space=self.search_space, slo=self.slo)
+                      repeats=self.repeats, search_space=self.search_space, slo=self.slo,
+                      continuation=self.continuation)
 
 
 class OfflineClimb(Strict):
@@ -235,7 +242,8 @@ def run_offline_climb(scenario: SimScenario, seed: int = 0, launcher: Launcher |
     # Under an SLO every launch is held to it, as the trials asset does (assets/trials.py); a scenario
     # has no objective of its own, so the climb compares output tok/s (the target's default).
     checks = Checks(slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
-                    skip=slo_skip(target, roofline))
+                    skip=slo_skip(target, roofline),
+                    more=continuation_for_target(target, baseline, roofline, reached, admits))
     if on_climb is not None:
         on_climb()
     result = climb_parallel(baseline.measurement.repeats_throughputs(), baseline.measuring_s, budget, plan, measure,

@@ -12,17 +12,19 @@ from __future__ import annotations
 from benchmarks.support.intervals import median_interval, paired_difference
 
 PLANNER = "planner+history"  # the product on a host it served before: the store pools earlier launch noise
-PLANNERS = (PLANNER, "planner")  # the columns held against tuned TPE (and a proposer column, when there is one)
+CONTINUED = "planner+continuation"  # planner+history going on past its rule plan with TPE (planning/continuation.py)
+PLANNERS = (CONTINUED, PLANNER, "planner")  # the columns held against the peers (and a proposer column, when there is one)
 TUNED = "tpe-tuned"
 CONSTRAINED = "tpe-constrained"
+GP = "gp"  # Optuna's GPSampler, its defaults (constrained under an SLO)
 LEVEL_WITHIN = 5e-4  # a median difference smaller than this (0.05 points of share) is level, not behind
 
 Shares = dict[str, dict[int, list[float]]]  # searcher -> budget -> each seed's share
 
 
 def references(shares: Shares) -> list[str]:
-    """The TPE columns a planner is held against: tuned TPE, and constrained TPE where it ran (an SLO)."""
-    return [name for name in (TUNED, CONSTRAINED) if name in shares]
+    """The peers a planner is held against: tuned TPE, constrained TPE where it ran (an SLO), and GP where it ran."""
+    return [name for name in (TUNED, CONSTRAINED, GP) if name in shares]
 
 
 def interval_table(shares: Shares) -> dict[str, dict[int, dict[str, float]]]:
@@ -53,7 +55,7 @@ def summarise(shares: Shares, extra_planners: tuple[str, ...] = ()) -> dict:
         "median_share": medians,
         "interval": intervals,
         "ahead_of_tpe": {name: {b: medians[name][b] > medians["tpe"][b] for b in medians[name]}
-                         for name in planners if name in medians},
+                         for name in planners if name in medians and "tpe" in medians},
         "vs_tuned_tpe": differences,
         "behind_tuned_tpe": behind(differences),
     }

@@ -57,11 +57,13 @@ def random_search(space: Space, noise: Noise, seed: int, budgets: list[int]) -> 
 
 
 def tpe_log(space: Space, noise: Noise, seed: int, trials: int, startup: int = DEFAULT_STARTUP,
-            constrained: bool = False) -> Log:
-    """One TPE study of `trials` launches; `constrained`: each launch's SLO excess told as its constraints."""
+            constrained: bool = False, gp: bool = False) -> Log:
+    """One TPE study of `trials` launches; `constrained`: each launch's SLO excess told as its constraints;
+    `gp`: Optuna's GP sampler instead (which reads the same constraints)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     launches, log = Launches(space, noise, seed, trials), []
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup)
+    sampler = (optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, warn_independent_sampling=False)
+               if gp else optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup))
     study = optuna.create_study(direction="maximize", sampler=sampler)
     knobs = list(space.families.values())
     study.enqueue_trial({f"knob{i}": 0 for i in range(len(knobs))})
@@ -83,6 +85,13 @@ def tpe_log(space: Space, noise: Noise, seed: int, trials: int, startup: int = D
 def tpe_search(space: Space, noise: Noise, seed: int, budgets: list[int]) -> Picks:
     """TPE with its defaults: one study of the largest budget, its pick read at each."""
     return sampler_picks(tpe_log(space, noise, seed, max(budgets)), budgets)
+
+
+def gp_search(space: Space, noise: Noise, seed: int, budgets: list[int]) -> Picks:
+    """Optuna's GP sampler with its defaults (10 start-up trials), under an SLO told each launch's constraints:
+    one study of the largest budget, its pick read at each."""
+    constrained = space.scenario.slo is not None
+    return sampler_picks(tpe_log(space, noise, seed, max(budgets), constrained=constrained, gp=True), budgets)
 
 
 def tpe_budgeted(space: Space, noise: Noise, seed: int, startups: dict[int, int], constrained: bool = False) -> Picks:
@@ -112,15 +121,19 @@ def history_prior(space: Space, noise: Noise, seed: int) -> LaunchNoise | None:
 
 
 def climb_search(space: Space, noise: Noise, seed: int, budgets: list[int], *, history: bool = False,
-                 combine: bool = True, proposer: Proposer | None = None) -> tuple[Picks, list[TrialRecord]]:
-    """The climb until its budget runs out; its pick at each budget and its trials.
+                 combine: bool = True, proposer: Proposer | None = None,
+                 continuation: str = "off") -> tuple[Picks, list[TrialRecord]]:
+    """The climb until its budget runs out (or it stops); its pick at each budget and its trials.
 
     `history`: start from the launch noise earlier runs left; `combine`: let the planner
     offer several knobs as one variant (planning/combine.py); `proposer`: a model's
-    rounds ahead of the rule plan, narrowed to the space like every plan.
+    rounds ahead of the rule plan, narrowed to the space like every plan; `continuation`:
+    the target's sampler past the rule plan (planning/continuation.py), its proposals
+    narrowed to the space too.
     """
     # Only the launch budget stops it: a poor operator config can pass any gain target.
-    scenario = space.scenario.model_copy(update={"max_trials": 10_000, "target_gain_pct": 1e9})
+    scenario = space.scenario.model_copy(update={"max_trials": 10_000, "target_gain_pct": 1e9,
+                                                 "continuation": continuation})
     target = scenario.target()
     launches = Launches(space, noise, seed, max(budgets))
     trials: list[TrialRecord] = []

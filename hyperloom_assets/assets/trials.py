@@ -38,7 +38,7 @@ from hyperloom_assets.core.measurement.objective import repeat_values
 from hyperloom_assets.core.measurement.serving import ServerError
 from hyperloom_assets.core.patches.patch import package_prefix
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
-from hyperloom_assets.core.planning.plan_evidence import plan_for_target, slo_skip
+from hyperloom_assets.core.planning.plan_evidence import continuation_for_target, plan_for_target, slo_skip
 from hyperloom_assets.core.planning.recipes import RecipeClass, offered_recipes
 from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.proposer.critic_rules import Review
@@ -214,7 +214,8 @@ def run_climb(context, target: Target, host: Host, bench: BenchmarkClient, store
                                                                    trees.patched_files(keepers, variant)))
                     if critic else None,
                     slo=SloCheck(target.slo, baseline.measurement.latency, target.objective) if target.slo else None,
-                    skip=slo_skip(target, roofline.roofline))
+                    skip=slo_skip(target, roofline.roofline),
+                    more=continuation_for_target(target, baseline, roofline.roofline, roofline.achieved))
     result = climb_parallel(repeat_values(baseline.measurement, target.objective), baseline.measuring_s, budget, plan,
                             _measurer(context, target, host, bench, store, baseline, launch_spec, gate), ledger,
                             slots=slots, checks=checks, prior=prior)

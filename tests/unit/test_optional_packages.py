@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 # Top-level modules of the extras' packages and of what only they pull in.
 OPTIONAL_MODULES = ("dagster_postgres", "dagster_celery", "dagster_k8s", "celery", "kombu", "redis", "kubernetes",
-                    "psycopg2", "pytest", "playwright", "mkdocs", "optuna", "vllm", "torch")
+                    "psycopg2", "pytest", "playwright", "mkdocs", "vllm", "torch")
 
 BLOCK = f"""
 import importlib.abc, sys
@@ -61,7 +61,7 @@ def test_a_fleet_tier_without_the_fleet_extra_says_which_extra(tmp_path) -> None
 def test_the_optional_packages_are_extras_not_core_dependencies() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     core = " ".join(project["dependencies"])
-    for name in ("dagster-postgres", "dagster-celery", "dagster-k8s", "pytest", "playwright", "mkdocs", "optuna", "vllm"):
+    for name in ("dagster-postgres", "dagster-celery", "dagster-k8s", "pytest", "playwright", "mkdocs", "vllm"):
         assert name not in core, name
     extras = project["optional-dependencies"]
     assert {"test", "fleet", "k8s", "cpu", "bench"} <= set(extras)

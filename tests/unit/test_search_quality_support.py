@@ -170,3 +170,15 @@ def test_a_calibrated_scenario_takes_its_gpus_packaged_profile_for_its_flavor_or
     assert uncalibrated(on_h100) == scenario(), "the twin is the scenario as it was"
     for other in (scenario(gpu="B200"), scenario(flavor="sglang")):
         assert calibrated(other) == other, "no packaged profile: the perf model's constants"
+
+
+def test_the_continued_planner_is_held_against_gp_too_and_the_wide_space_has_eight_knobs() -> None:
+    from benchmarks.support.quality_scenarios import wide_scenarios
+
+    shares = {"planner+continuation": {80: [0.9] * 4}, "planner+history": {80: [0.8] * 4}, "tpe": {80: [0.7] * 4},
+              "tpe-tuned": {80: [0.85] * 4}, "gp": {80: [0.95] * 4}}
+    row = summarise(shares)
+    assert [(b["searcher"], b["against"]) for b in row["behind_tuned_tpe"]] == [
+        ("planner+continuation", "gp"), ("planner+history", "tpe-tuned"), ("planner+history", "gp")]
+    families, refused = grid_families(wide_scenarios()[0], PlanEvidence())
+    assert len(families) >= 8 and not refused

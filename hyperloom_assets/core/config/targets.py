@@ -6,6 +6,8 @@ file never hides the other targets of its folder.
 
 from __future__ import annotations
 
+import importlib.util
+
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -153,6 +155,8 @@ class Target(Strict):
     search_space: SearchSpace | None = None  # the operator's own knobs, searched with (or instead of) the seed grid
     slo: TargetSlo | None = None  # {ttft_ms, tpot_ms, e2e_ms, percentile}: verdicts per launch, goodput per request
     objective: Objective = "throughput"
+    # Past the rule plan, with budget left: a model-based sampler over the plan's knobs (planning/continuation.py).
+    continuation: Literal["off", "tpe", "gp"] = "off"
 
     def searches_only_its_space(self) -> bool:
         """`search_space.only`: the space's knobs and the target's own patches, no grid, ablation, recipe or library patch."""
@@ -166,6 +170,19 @@ class Target(Strict):
     def _known_engine(cls, value: str) -> str:
         if value not in engine_names():
             raise ValueError(f"one of {', '.join(engine_names())}, got {value!r}")
+        return value
+
+    @field_validator("continuation", mode="before")
+    @classmethod
+    def _off_as_yaml_reads_it(cls, value: object) -> object:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @field_validator("continuation")
+    @classmethod
+    def _gp_has_torch(cls, value: str) -> str:
+        # Optuna's GPSampler fits its GP with torch, which only the cpu extra installs: say so before any launch.
+        if value == "gp" and importlib.util.find_spec("torch") is None:
+            raise ValueError("continuation: gp needs torch (install the cpu extra), or use continuation: tpe")
         return value
 
     @field_validator("env", mode="before")

@@ -27,7 +27,11 @@ an slo_reached keeper's must stay within the same floor. With the objective good
 (SloCheck.objective) every comparison reads each launch's goodputs, the requests per second
 within the SLO, instead of its output tok/s (objective.py). A plan is made once per keeper; `Checks.skip`
 passes over what the trials since then ruled out (a sequence cap the SLO's TPOT was seen
-to break: planning/slo_ceiling.py).
+to break: planning/slo_ceiling.py). Once the plan is spent, `Checks.more` (the target's
+continuation, planning/continuation.py) proposes the next variant from everything measured,
+judged as any other, until the budget, the target gain or its evidence stops the climb
+(`expected_gain_below_noise`); under an SLO the best is shown breaking, it proposes first once
+the plan's last SLO_HANDOVER trials broke the SLO too (climb_state.py).
 """
 
 from __future__ import annotations
@@ -249,7 +253,7 @@ def climb(baseline: list[float], baseline_measuring_s: float, budget: Budget, pl
             return state.result(reason.value)
         variant = state.next_variant()
         if variant is None:
-            return state.result(StopReason.NO_MORE_CANDIDATES.value)
+            return state.result((state.spent or StopReason.NO_MORE_CANDIDATES).value)
         index, fingerprint = len(state.trials) + 1, trial_fingerprint(state.keepers, variant)
         record = ledger.recall(fingerprint)
         if record is not None:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from hyperloom_assets.core.config.targets import Objective, TargetSlo
 from hyperloom_assets.core.decisions.ledger import Ledger
-from hyperloom_assets.core.decisions.rule import Outcome
+from hyperloom_assets.core.decisions.rule import SLO_MISSED, Outcome
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.decisions.trial_record import TrialRecord
 from hyperloom_assets.core.measurement.latency import Latency
@@ -25,6 +25,7 @@ from hyperloom_assets.core.planning.variants import Variant
 from hyperloom_assets.core.proposer.critic_rules import Review
 
 BASELINE = "baseline"  # the evidence key of the operator's config
+SLO_HANDOVER = 3  # trials on a best that breaks the SLO, each breaking it too, before the continuation goes first
 OVERTIME = "overtime"  # the error class of a launch the measure stopped at the overtime limit
 
 
@@ -76,13 +77,27 @@ class SloCheck(NamedTuple):
         return slo_verdict(self.slo, latencies)
 
 
+class Progress(NamedTuple):
+    """What the climb has measured so far, as the continuation reads it (planning/continuation.py)."""
+    keepers: list[Variant]
+    trials: list[TrialRecord]
+    evidence: dict[str, Launches]
+    best_key: str
+
+
+# What the climb has measured -> the next variant past the rule plan, or why the climb stops
+MoreFn = Callable[[Progress], "Variant | StopReason"]
+
+
 class Checks(NamedTuple):
-    """What a trial must pass besides throughput; all optional (a target without a tree has no patches)."""
+    """What a trial must pass besides throughput; all optional (a target without a tree has no patches).
+    `more`: where the climb goes once the rule plan is spent (the continuation); None: it stops there."""
     admit: AdmitFn | None = None
     gate: GateFn | None = None
     review: ReviewFn | None = None
     slo: SloCheck | None = None
     skip: SkipFn | None = None
+    more: MoreFn | None = None
 
 
 def launched_changes(keepers: list[Variant], variant: Variant | None) -> list[Variant]:
@@ -136,6 +151,7 @@ class ClimbState:
         self.best_key = BASELINE
         self.trials: list[TrialRecord] = []
         self.seen: set[str] = set()
+        self.spent: StopReason | None = None  # why the continuation found nothing more, once it did
         self.candidates = plan(self.keepers, set())
 
     def result(self, stop_reason: str) -> ClimbResult:
@@ -148,10 +164,40 @@ class ClimbState:
     def next_variant(self, first: list[Variant] = ()) -> Variant | None:
         """The next variant not yet tried on the running best, marked seen (`first`: ahead of the plan)."""
         skip = (lambda v: self.checks.skip(v, self.trials)) if self.checks.skip else None
-        variant = next_variant([*first, *self.candidates], self.keepers, self.seen, skip)
+        variant = self._continued() if not first and self._plan_breaks_slo() else None
+        variant = variant or next_variant([*first, *self.candidates], self.keepers, self.seen, skip)
+        if variant is None and self.checks.more is not None:
+            variant = self._continued()
         if variant is not None:
             self.seen.add(trial_fingerprint(self.keepers, variant))
         return variant
+
+    def _plan_breaks_slo(self) -> bool:
+        """Under an SLO the running best is shown breaking, the plan's last SLO_HANDOVER trials on it all broke
+        it too: its moves, one knob at a time from a config far outside, are not reaching it, and the
+        continuation (where on) proposes first until a config within the SLO is kept."""
+        if self.checks.more is None or not self.best_breaks:
+            return False
+        since = [t for t in self.trials[-SLO_HANDOVER:] if t.against == self.trials[-1].against] if self.trials else []
+        return len(since) == SLO_HANDOVER and all(t.decision.reason.startswith(SLO_MISSED) for t in since)
+
+    def continued(self) -> Variant | None:
+        """The continuation's next variant, marked seen (the parallel climb asks with no trial in flight)."""
+        variant = self._continued() if self.checks.more is not None else None
+        if variant is not None:
+            self.seen.add(trial_fingerprint(self.keepers, variant))
+        return variant
+
+    def _continued(self) -> Variant | None:
+        """The continuation's next variant past the spent plan; None, with `spent` saying why, when it has none."""
+        found = self.checks.more(Progress(self.keepers, self.trials, self.evidence, self.best_key))
+        if isinstance(found, StopReason):
+            self.spent = found
+            return None
+        if trial_fingerprint(self.keepers, found) in self.seen:  # a point it reached by another stack
+            self.spent = StopReason.NO_MORE_CANDIDATES
+            return None
+        return found
 
     def slo(self) -> SloState | None:
         return SloState(self.checks.slo, self.best_meets, self.best_breaks) if self.checks.slo else None

@@ -165,7 +165,9 @@ class _Parallel:
             state.seen.add(fingerprint)
             self.requeued = [v for v in self.requeued if v is not variant]
             return variant, fingerprint
-        return None
+        # Past the plan, the continuation reads every launch finished so far: asked with none in flight.
+        variant = state.continued() if not self.trials and not self.requeued else None
+        return (variant, trial_fingerprint(state.keepers, variant)) if variant is not None else None
 
     def _submit(self, pool: ThreadPoolExecutor, variant: Variant, fingerprint: str, width: int = 1) -> int:
         """Start a trial; the slots it takes."""
@@ -299,7 +301,7 @@ def climb_parallel(baseline: list[float], baseline_measuring_s: float, budget: B
                 if stop is None:
                     run.start(pool, slots, budget)
                 if not run.trials:
-                    return run.state.result((stop or StopReason.NO_MORE_CANDIDATES).value)
+                    return run.state.result((stop or run.state.spent or StopReason.NO_MORE_CANDIDATES).value)
                 run.settle_finished()
         except BaseException:
             # A cancelled run (the interrupt lands here, in the main thread) or a failed one: the trials in

@@ -15,6 +15,7 @@ class StopReason(str, Enum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     TIME_EXHAUSTED = "time_exhausted"
     NO_MORE_CANDIDATES = "no_more_candidates"
+    EXPECTED_GAIN_BELOW_NOISE = "expected_gain_below_noise"
     BASELINE_FAILED = "baseline_failed"
     BASELINE_ARG_ERROR = "baseline_arg_error"
     ENVIRONMENT_UNAVAILABLE = "environment_unavailable"
@@ -57,7 +58,11 @@ MEANINGS: dict[StopReason, Meaning] = {
     StopReason.TIME_EXHAUSTED: Meaning({"time_budget": Case(
         "the target's time_budget_min ran out before the plan did")}),
     StopReason.NO_MORE_CANDIDATES: Meaning({"plan_spent": Case(
-        "every planned variant was tried (or already in the ledger) and re-planning found none new")}),
+        "every planned variant was tried (or already in the ledger) and re-planning found none new; with the "
+        "continuation on, it found no config of the space left unmeasured either")}),
+    StopReason.EXPECTED_GAIN_BELOW_NOISE: Meaning({"regret_bound": Case(
+        "past the rule plan, the continuation's model bounds what any config left could gain over the best "
+        "measured one below the launch noise (Optuna's regret bound, from 12 measured configs on)")}),
     StopReason.BASELINE_FAILED: Meaning(lead="the baseline could not be measured: ", cases={
         "three_failures": Case("three consecutive failed attempts, each on a fresh server",
                                r"after 3 consecutive failed attempt\(s\)"),

@@ -15,9 +15,12 @@ from hyperloom_assets.core.measurement.latency import Latency
 from hyperloom_assets.core.measurement.slo_verdict import slo_verdict
 from hyperloom_assets.core.planning.diagnosis import SloBreach
 from hyperloom_assets.core.decisions.climb import TrialRecord
-from hyperloom_assets.core.planning.planner import PlanEvidence, Tried, plan, prefix_share_of, replan
+from hyperloom_assets.core.planning.planner import PlanEvidence, Tried, base_for, plan, prefix_share_of, replan
 from hyperloom_assets.core.engines import speaking
-from hyperloom_assets.core.engines.registry import grid_engine
+from hyperloom_assets.core.engines.registry import engine_flags_for, grid_engine, harness_flags_for
+from hyperloom_assets.core.planning.continuation import Admits, Continuation
+from hyperloom_assets.core.planning.continuation_space import knob_space
+from hyperloom_assets.core.planning.variants import setting_key
 from hyperloom_assets.core.planning.patch_plan import patch_candidates, with_patches
 from hyperloom_assets.core.planning.search_space import with_search_space
 from hyperloom_assets.core.planning.slo_ceiling import broke_batch_latency, cap_ceiling, over_ceiling
@@ -123,3 +126,17 @@ def slo_skip(target: Target, roofline: Roofline) -> Callable[[Variant, Sequence[
         return over_ceiling(variant, cap_ceiling(broke, grid.sequence_cap_flag, grid.boolean_flag_set()), grid, host)
 
     return skip
+
+
+def continuation_for_target(target: Target, baseline: BaselineResult, roofline: Roofline, achieved: Achieved,
+                            admits: Admits | None = None) -> Continuation | None:
+    """The target's continuation past the rule plan over the first plan's knobs; None when it is off."""
+    if target.continuation == "off":
+        return None
+    flavor = speaking(target.engine, target.server_args).name
+    grid = grids_for(target, flavor)[grid_engine(target.engine, flavor)]
+    base = base_for(grid, target.server_args, target.env, target.workload,
+                    plan_evidence(target, baseline, roofline, achieved))
+    harness = {setting_key(f) for f in harness_flags_for(target.engine)}
+    space = knob_space(base, harness, engine_flags_for(target.engine, flavor))
+    return Continuation(space, target.continuation, target.slo, baseline.measurement.latency, admits)

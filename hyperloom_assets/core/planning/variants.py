@@ -137,7 +137,7 @@ class Variant(Strict):
     remove_args: list[str] = []
     set_env: dict[str, str] = {}
     unset_env: list[str] = []
-    provenance: Literal["seed_grid", "search_space", "ablation", "combined", "llm", "patch", "recipe"]
+    provenance: Literal["seed_grid", "search_space", "ablation", "combined", "llm", "patch", "recipe", "continuation"]
     reason: str
     accuracy_risky: bool = False
     expected_value: float = 0
@@ -146,11 +146,14 @@ class Variant(Strict):
     patches: list[SourcePatch] = []  # source patches on top of the running best's tree, in order
     llm: LlmOrigin | None = None  # set when a model proposed it and the critic approved it
     recipe: RecipeOrigin | None = None  # set when it is a recipe of the target's class (planning/recipes.py)
+    sampler: str | None = None  # the continuation's model that proposed it (planning/continuation.py): tpe, gp
 
     def trial_provenance(self) -> str:
         """Who proposed it: `rules` (seed grid, ablation), `operator` (the target's patches), `library` (the
-        patch library's), `search_space` (the target's own knobs), `llm:<provider>/<model>` or `recipe:<run>` (a
-        keeper of an earlier run of the class)."""
+        patch library's), `search_space` (the target's own knobs), `llm:<provider>/<model>`, `recipe:<run>` (a
+        keeper of an earlier run of the class) or `continuation:<sampler>` (the model past the rule plan)."""
+        if self.sampler is not None:
+            return f"continuation:{self.sampler}"
         if self.llm is not None:
             return f"llm:{self.llm.provider}/{self.llm.model}"
         if self.recipe is not None:
