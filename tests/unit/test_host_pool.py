@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperloom_assets.core.fleet.run_slots import RunSlots
 from hyperloom_assets.core.fleet.slots import SlotError
 from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.resources.hosts.host_pool import PoolMismatch, PoolRequest, check_members_agree, hold_pool_slots
@@ -37,7 +38,10 @@ class Member:
 
 
 def pool(count: int, wanted: int, auto: bool = False) -> PoolRequest:
-    return PoolRequest("gpu-pool", [(Member("gpu-a"), [0, 1]), (Member("gpu-b"), [0, 1])], count, wanted, auto)
+    """`wanted` slots of `count` devices; `auto`: the run's slots as run_slots decides `parallel_trials: auto`
+    (only the first waited for)."""
+    slots = RunSlots(per_launch=count, wanted=wanted, waited_for=1 if auto else wanted)
+    return PoolRequest("gpu-pool", [(Member("gpu-a"), [0, 1]), (Member("gpu-b"), [0, 1])], slots)
 
 
 def placed(slots) -> list[tuple[str, tuple[int, ...]]]:

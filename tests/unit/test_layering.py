@@ -29,6 +29,9 @@ FORBIDDEN = ("dagster", "hyperloom_assets.resources", "hyperloom_assets.assets",
 # specs (core/engines: the sim's spec hands its behaviour to the harness) and the sim itself.
 SIM_PACKAGE = "hyperloom_assets.sim"
 KNOWS_THE_SIM = ("hyperloom_assets.core.engines", SIM_PACKAGE)
+# The one module that reads a target's `parallel_trials` and says what `auto` means: `targets check`,
+# the fleet resource and the pool take its decision, so they cannot disagree on a run's slots.
+DECIDES_SLOTS = "hyperloom_assets.core.fleet.run_slots"
 
 
 def module_files() -> dict[str, Path]:
@@ -74,6 +77,18 @@ def sim_special_cases(path: Path, module: str) -> list[str]:
     found = [f"imports {name}" for name in sorted(imports_of(path, module)) if within(name, (SIM_PACKAGE,))]
     found += [f"line {node.lineno}: .simulated" for node in ast.walk(ast.parse(path.read_text()))
               if isinstance(node, ast.Attribute) and node.attr == "simulated"]
+    return found
+
+
+def parallel_trials_reads(path: Path) -> list[str]:
+    """Where a module reads a target's `parallel_trials` (an attribute, or getattr by name)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr == "parallel_trials":
+            found.append(f"line {node.lineno}: .parallel_trials")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and any(isinstance(arg, ast.Constant) and arg.value == "parallel_trials" for arg in node.args)):
+            found.append(f"line {node.lineno}: getattr parallel_trials")
     return found
 
 
@@ -166,3 +181,21 @@ def test_a_module_that_imports_or_branches_on_the_sim_is_named(tmp_path) -> None
     assert sim_special_cases(path, "hyperloom_assets.resources.measure") == [
         "imports hyperloom_assets.sim", "imports hyperloom_assets.sim.timescale",
         "imports hyperloom_assets.sim.timescale.time_scale_of", "line 4: .simulated"]
+
+
+def test_only_the_slot_decision_reads_parallel_trials() -> None:
+    files = module_files()
+    assert DECIDES_SLOTS in files and parallel_trials_reads(files[DECIDES_SLOTS]), "the decision reads it"
+    offenders = {module: found for module, path in files.items()
+                 if module != DECIDES_SLOTS and (found := parallel_trials_reads(path))}
+    assert offenders == {}
+
+
+def test_a_module_that_reinterprets_auto_is_named(tmp_path) -> None:
+    path = tmp_path / "fleet.py"
+    path.write_text("def wanted(target, gpus, count):\n"
+                    "    parallel = target.parallel_trials\n"
+                    "    return len(gpus) // count if parallel == 'auto' else parallel\n"
+                    "def auto(target):\n"
+                    "    return getattr(target, 'parallel_trials') == 'auto'\n")
+    assert parallel_trials_reads(path) == ["line 2: .parallel_trials", "line 5: getattr parallel_trials"]

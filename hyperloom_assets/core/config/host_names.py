@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hyperloom_assets.core.config.problems import TargetProblem
-from hyperloom_assets.core.fleet.slots import SlotError, devices_per_launch
+from hyperloom_assets.core.fleet.run_slots import HostDevices, SlotRefusal, target_slots
 
 if TYPE_CHECKING:
     from hyperloom_assets.core.config.targets import Target
@@ -25,33 +25,16 @@ class HostNames:
     gpus: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def slot_problem(self, file: str, target: "Target") -> TargetProblem | None:
-        """A launch that takes more devices than its host declares could never get a slot, nor
-        `parallel_trials` slots more than the host has. On a pool a launch fits on one member, and
-        the slots are those of every member."""
-        members = dict(self.gpus).get(target.host)
-        parallel = target.parallel_trials
-        if members is None:
-            if isinstance(parallel, int) and parallel > 1:
-                return TargetProblem(file=file, field="parallel_trials", expected=(
-                    f"1 or auto on host {target.host!r}, which declares no gpus in {self.file} (one slot); got {parallel}"))
-            return None
-        try:
-            needed = devices_per_launch(target.engine, target.server_args)
-        except SlotError as error:
-            return TargetProblem(file=file, field="server_args", expected=str(error))
-        largest, slots = max(members), sum(declared // needed for declared in members)
-        where = (f"host {target.host!r} declares {largest}" if len(members) == 1 else
-                 f"the largest member of pool {target.host!r} declares {largest}")
-        if needed > largest:
-            return TargetProblem(file=file, field="server_args", expected=(
-                f"at most {largest} devices per launch ({where} in {self.file}), "
-                f"got tensor x pipeline x data parallel = {needed}"))
-        if isinstance(parallel, int) and parallel > slots:
-            held = (f"host {target.host!r} ({largest} declared" if len(members) == 1 else
-                    f"pool {target.host!r} ({' + '.join(str(m) for m in members)} declared by its members")
-            return TargetProblem(file=file, field="parallel_trials", expected=(
-                f"at most {slots} slots of {needed} device(s) on {held} in {self.file}), got {parallel}"))
+        """A target that could never get its slots here (core/fleet/run_slots.py decides): a launch
+        larger than its host, or more `parallel_trials` than the host's (the pool's) slots."""
+        decided = target_slots(target, self.devices_of(target.host))
+        if isinstance(decided, SlotRefusal):
+            return TargetProblem(file=file, field=decided.field, expected=decided.expected)
         return None
+
+    def devices_of(self, host: str) -> HostDevices:
+        """What `host` declares, for the slot decision: None for a host without `gpus:` (or unknown)."""
+        return HostDevices(name=host, file=str(self.file), members=dict(self.gpus).get(host))
 
     def problem(self, file: str, host: str) -> TargetProblem | None:
         if host in self.names:

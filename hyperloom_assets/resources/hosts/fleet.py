@@ -11,7 +11,9 @@ since when; the refusal is the run's stop reason `environment_unavailable` in th
 A host that declares its GPUs (`gpus:` in the hosts file) is not leased whole: the run
 leases a slot, the devices one launch of its target takes (slot_leases.py), and every
 host this resource hands out for that host carries the slot, so each launch sees only
-the slot's devices and CPUs. Runs on other slots of the host go on beside it.
+the slot's devices and CPUs. Runs on other slots of the host go on beside it. How many
+slots a run takes, and how many it waits for, is decided as `targets check` decides it
+(core/fleet/run_slots.py); this resource only leases them.
 
 A target may name a pool (`kind: pool`): its members are checked to serve alike, and the
 run's slots are taken across them (host_pool.py). Each slot's host is its member's; the
@@ -32,7 +34,8 @@ from hyperloom_assets.core.config.problems import TargetProblem
 from hyperloom_assets.core.config.targets import Target
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S
-from hyperloom_assets.core.fleet.slots import Slot, SlotError, devices_per_launch
+from hyperloom_assets.core.fleet.run_slots import HostDevices, RunSlots, SlotRefusal, target_slots
+from hyperloom_assets.core.fleet.slots import Slot, SlotError
 from hyperloom_assets.core.measurement.serving import ServerError, ServerSpec
 from hyperloom_assets.resources.catalog import TargetCatalog
 from hyperloom_assets.resources.hosts.host import Host
@@ -133,14 +136,18 @@ class HostFleet(dg.ConfigurableResource):
         holder = this_holder(run.run_id)
         with ExitStack() as held:
             try:
+                slots = self._run_slots(target, hosts)
                 if len(hosts) > 1:
                     check_members_agree(name, [host for host, _ in hosts], target_spec(target))
-                    self._slots = self._hold_pool_slots(held, name, hosts, target, holder, context)
-                elif hosts[0][1] is None:  # no gpus declared: the host is leased whole
+                    request = PoolRequest(name, hosts, slots)
+                    self._slots = hold_pool_slots(held, HostLeases(self.store), request, holder, self.lease_ttl_s,
+                                                  self.slot_wait_s, on_warning=context.log.warning,
+                                                  on_wait=context.log.info)
+                elif slots.per_launch is None:  # no gpus declared: the host is leased whole
                     held.enter_context(HostLeases(self.store).hold(name, holder, self.lease_ttl_s,
                                                                    on_warning=context.log.warning))
                 else:
-                    self._slots = self._hold_slots(held, *hosts[0], target, holder, context)
+                    self._slots = self._hold_slots(held, *hosts[0], slots, holder, context)
             except (SlotError, PoolMismatch) as exc:  # the target's or the pool's config, not the host's state
                 raise dg.Failure(description=str(exc), metadata={"host": name}) from exc
             except (HostLeased, ServerError) as exc:  # held by another run, or a pool member unreachable
@@ -156,35 +163,33 @@ class HostFleet(dg.ConfigurableResource):
                 held.enter_context(self.local.watching_run(context.instance, run.run_id))
             yield self
 
-    def _hold_slots(self, held: ExitStack, host: Host, gpus: list[int], target: Target, holder,
+    def _run_slots(self, target: Target, hosts: list[tuple[Host, list[int] | None]]) -> RunSlots:
+        """The run's slots as `targets check` decides them (core/fleet/run_slots.py); SlotError if none can be."""
+        declared = None if any(gpus is None for _, gpus in hosts) else tuple(len(gpus) for _, gpus in hosts)
+        decided = target_slots(target, HostDevices(name=target.host, file=str(self.catalog.hosts_path()),
+                                                   members=declared))
+        if isinstance(decided, SlotRefusal):
+            raise SlotError(f"{decided.field}: {decided.expected}")
+        return decided
+
+    def _hold_slots(self, held: ExitStack, host: Host, gpus: list[int], slots: RunSlots, holder,
                     context: dg.InitResourceContext) -> list[Slot]:
-        """The run's slots, each of as many devices as one launch of the target takes (slot_leases.py):
-        `parallel_trials` of them, waited for; with `auto`, the first waited for and every other free one."""
-        count, leases = devices_per_launch(target.engine, target.server_args), HostLeases(self.store)
-        wanted = len(gpus) // count if target.parallel_trials == "auto" else target.parallel_trials
-        slots: list[Slot] = []
-        for _ in range(wanted):
-            wait_s = 0.0 if slots and target.parallel_trials == "auto" else self.slot_wait_s
+        """The run's slots on one host, each of `slots.per_launch` devices (slot_leases.py): those it must
+        wait for, waited for; the others (of `auto`) taken while free, the first held one ending the taking."""
+        leases, taken = HostLeases(self.store), []
+        for _ in range(slots.wanted):
+            must_wait = slots.must_wait(len(taken))
             try:
-                mine = frozenset(device for slot in slots for device in slot.devices)
-                slots.append(held.enter_context(hold_slot(leases, host, gpus, count, holder, self.lease_ttl_s, wait_s,
+                mine = frozenset(device for slot in taken for device in slot.devices)
+                taken.append(held.enter_context(hold_slot(leases, host, gpus, slots.per_launch, holder,
+                                                          self.lease_ttl_s, self.slot_wait_s if must_wait else 0.0,
                                                           on_warning=context.log.warning, on_wait=context.log.info,
                                                           mine=mine)))
             except HostLeased:
-                if not slots or target.parallel_trials != "auto":
+                if must_wait:
                     raise
-                break  # auto: the slots free now are the run's
-        return slots
-
-    def _hold_pool_slots(self, held: ExitStack, pool: str, members: list[tuple[Host, list[int]]], target: Target,
-                         holder, context: dg.InitResourceContext) -> list[Slot]:
-        """The run's slots across a pool's members (host_pool.py): `parallel_trials` of them, or with
-        `auto` every slot free on any member."""
-        count, auto = devices_per_launch(target.engine, target.server_args), target.parallel_trials == "auto"
-        wanted = sum(len(gpus) // count for _, gpus in members) if auto else target.parallel_trials
-        request = PoolRequest(pool, members, count, wanted, auto)
-        return hold_pool_slots(held, HostLeases(self.store), request, holder, self.lease_ttl_s, self.slot_wait_s,
-                               on_warning=context.log.warning, on_wait=context.log.info)
+                break  # the slots free now are the run's
+        return taken
 
 
 def target_spec(target: Target) -> ServerSpec:

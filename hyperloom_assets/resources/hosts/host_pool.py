@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Callable
 
 from hyperloom_assets.core.fleet.leases import DEFAULT_TTL_S, Holder, Verdict
+from hyperloom_assets.core.fleet.run_slots import RunSlots
 from hyperloom_assets.core.fleet.slots import Slot, SlotError
 from hyperloom_assets.core.measurement.serving import ServerSpec
 from hyperloom_assets.resources.hosts.host import Host
@@ -45,14 +46,15 @@ def check_members_agree(pool: str, members: list[Host], spec: ServerSpec) -> Non
 
 
 class PoolRequest:
-    """What a run asks of a pool: `wanted` slots of `count` devices (`auto`: as many as are free, one at least)."""
+    """What a run asks of a pool: its slots as decided for the target (core/fleet/run_slots.py), on the
+    members that can hold one."""
 
-    def __init__(self, pool: str, members: list[tuple[Host, list[int]]], count: int, wanted: int, auto: bool):
-        self.pool, self.count, self.wanted, self.auto = pool, count, wanted, auto
-        self.members = [(host, gpus) for host, gpus in members if len(gpus) >= count]
+    def __init__(self, pool: str, members: list[tuple[Host, list[int]]], slots: RunSlots):
+        self.pool, self.slots, self.count = pool, slots, slots.per_launch
+        self.members = [(host, gpus) for host, gpus in members if len(gpus) >= self.count]
         if not self.members:
-            raise SlotError(f"a launch needs {count} devices (its tensor x pipeline x data parallel sizes), but no "
-                            f"member of pool {pool!r} declares that many: "
+            raise SlotError(f"a launch needs {self.count} devices (its tensor x pipeline x data parallel sizes), "
+                            f"but no member of pool {pool!r} declares that many: "
                             + ", ".join(f"{host.name!r} {gpus}" for host, gpus in members))
 
 
@@ -61,7 +63,7 @@ def _take_free(held: ExitStack, leases: HostLeases, request: PoolRequest, slots:
     """Lease every free slot it can, member by member, up to the wanted count; the members' refusals."""
     refusals = []
     for host, gpus in request.members:
-        while len(slots) < request.wanted:
+        while len(slots) < request.slots.wanted:
             mine = frozenset(device for slot in slots if slot.host == host.name for device in slot.devices)
             try:
                 slots.append(held.enter_context(hold_slot(leases, host, gpus, request.count, me, ttl_s, 0.0,
@@ -75,21 +77,21 @@ def _take_free(held: ExitStack, leases: HostLeases, request: PoolRequest, slots:
 def hold_pool_slots(held: ExitStack, leases: HostLeases, request: PoolRequest, me: Holder,
                     ttl_s: float = DEFAULT_TTL_S, wait_s: float = 0.0,
                     on_warning: Callable[[str], None] = print, on_wait: Callable[[str], None] = print) -> list[Slot]:
-    """The run's slots across the pool, each leased on `held`: all `wanted` of them, waited for up to
-    `wait_s`; with `auto`, every slot free now (the first waited for). Raises HostLeased naming each member's holder."""
+    """The run's slots across the pool, each leased on `held`: the wanted ones free now, and those it must
+    wait for (request.slots) waited for up to `wait_s`. Raises HostLeased naming each member's holder."""
     slots: list[Slot] = []
     deadline, waited = time.monotonic() + wait_s, False
     while True:
         refusals = _take_free(held, leases, request, slots, me, ttl_s, on_warning)
-        if len(slots) >= request.wanted or (request.auto and slots):
+        if not request.slots.must_wait(len(slots)):
             return slots
         recovery = all(refusal.verdict == Verdict.NEEDS_RECOVERY for refusal in refusals)
         if recovery or time.monotonic() >= deadline:
             verdict = Verdict.NEEDS_RECOVERY if recovery else Verdict.BLOCKED
-            raise HostLeased(f"pool {request.pool!r}: {len(slots)} of {request.wanted} slot(s) free: "
+            raise HostLeased(f"pool {request.pool!r}: {len(slots)} of {request.slots.wanted} slot(s) free: "
                              + "; ".join(str(refusal) for refusal in refusals), verdict)
         if not waited:
-            on_wait(f"waiting up to {wait_s:.0f} s for {request.wanted - len(slots)} more slot(s) of "
+            on_wait(f"waiting up to {wait_s:.0f} s for {request.slots.wanted - len(slots)} more slot(s) of "
                     f"{request.count} device(s) on pool {request.pool!r} ({len(slots)} held)")
             waited = True
         time.sleep(POLL_S)
