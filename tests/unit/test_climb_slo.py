@@ -223,3 +223,88 @@ def test_a_cap_only_unclear_on_tpot_rules_no_larger_cap_out() -> None:
     unclear = slo_verdict(SLO, [mixed(20, 40)])
     assert not unclear.met and not unclear.broken and not broke_batch_latency(SLO, unclear), unclear.why
     assert broke_batch_latency(SLO, slo_verdict(SLO, [latency(40)]))
+
+
+def spread(center_ms: float, half_width_ms: float = 10.0):
+    """One launch of 100 requests whose TPOTs spread evenly over center +- half_width: a p95 bound with
+    room between its lower and upper bounds, as a launch's requests have."""
+    ms = [center_ms - half_width_ms + 2 * half_width_ms * i / 99 for i in range(100)]
+    return latency_of([RequestRecord(ok=True, prompt_tokens=8, output_tokens=5, ttft_s=0.1, e2el_s=0.1 + 4 * m / 1000,
+                                     itl_s=[m / 1000] * 4) for m in ms])
+
+
+# (throughput, TPOT centre) of a config by its last knob: the operator's breaks the 30 ms SLO at 60 ms
+STONES = {"halfway": (105.0, 45.0), "nudge": (106.0, 59.0), "slow halfway": (70.0, 45.0), "chunks": (115.0, 16.0),
+          "backslide": (107.0, 46.0), "closer still": (108.0, 35.0)}
+HALFWAY, NUDGE, SLOW_HALFWAY = variant("halfway", "--a", "1"), variant("nudge", "--b", "1"), variant("slow halfway", "--c", "1")
+
+
+def stone_physics(rebench_tpot_ms: float | None = None):
+    def measure(keepers: list[Variant], v: Variant | None) -> TrialMeasurement:
+        level, tpot = 100.0, 60.0
+        for knob in [*keepers, *([v] if v else [])]:
+            level, tpot = STONES[knob.name]
+        if v is None and keepers and rebench_tpot_ms is not None:
+            tpot = rebench_tpot_ms
+        return TrialMeasurement(throughputs=[level, level + 1, level - 1], measuring_s=1.0, latency=spread(tpot))
+    return measure
+
+
+def stepping_plan(first: list[Variant]):
+    """`first` on the operator's config; once one of them is kept, only the chunks, which alone from the
+    operator's config would not be offered: no single move from the baseline meets the SLO."""
+    return lambda keepers, tried: first if not keepers else [CHUNKS] if CHUNKS not in keepers else []
+
+
+def stone_run(plan, measure):
+    checks = Checks(slo=SloCheck(SLO, spread(60.0)))
+    return climb(BASE, 1.0, Budget(max_trials=10, target_gain_pct=500.0), plan, measure, MemoryLedger(),
+                 checks=checks)
+
+
+def test_a_config_measurably_closer_to_an_slo_the_best_breaks_is_a_stepping_stone_the_climb_plans_on() -> None:
+    result = stone_run(stepping_plan([HALFWAY]), stone_physics())
+    outcomes = [(t.name, t.outcome) for t in result.trials]
+    assert outcomes == [("halfway", "KEEP"), ("chunks", "KEEP")], [t.decision.reason for t in result.trials]
+    stone, reached = result.trials
+    assert stone.decision.reason.startswith("slo_closer: a stepping stone, still missing the SLO"), stone.decision.reason
+    assert "is measurably closer to the SLO too" in stone.decision.reason and stone.slo.met is False
+    assert reached.decision.reason.startswith("slo_reached"), "the stone still breaks it: meeting it is kept first"
+    assert [k.name for k in result.keepers] == ["halfway", "chunks"]
+
+
+def test_a_config_closer_by_less_than_its_bounds_tell_apart_is_no_stepping_stone() -> None:
+    result = stone_run(stepping_plan([NUDGE]), stone_physics())
+    nudge = result.trials[0]
+    assert nudge.outcome == "REVERT" and nudge.decision.reason.startswith("slo_missed"), nudge.decision.reason
+    assert result.keepers == [] and len(result.trials) == 1
+
+
+def test_a_stepping_stone_whose_fresh_launch_is_not_closer_is_evicted() -> None:
+    result = stone_run(stepping_plan([HALFWAY]), stone_physics(rebench_tpot_ms=60.0))
+    stone = result.trials[0]
+    assert stone.outcome == "KEEP_UNSTABLE", stone.decision.reason
+    assert "not measurably closer to the SLO than the running best" in stone.decision.reason
+    assert result.keepers == []
+
+
+def test_a_stepping_stone_far_below_the_best_is_reverted_at_the_floor() -> None:
+    result = stone_run(stepping_plan([SLOW_HALFWAY]), stone_physics())
+    slow = result.trials[0]
+    assert slow.outcome == "REVERT" and slow.decision.reason.startswith("slo_floor: measurably closer"), \
+        slow.decision.reason
+
+
+def test_each_stepping_stone_must_be_closer_than_the_last() -> None:
+    backslide, closer = variant("backslide", "--d", "1"), variant("closer still", "--e", "1")
+
+    def plan(keepers: list[Variant], tried: set[str]) -> list[Variant]:
+        names = [k.name for k in keepers]
+        return {(): [HALFWAY], ("halfway",): [backslide, closer], ("halfway", "closer still"): [CHUNKS]}.get(
+            tuple(names), [])
+
+    result = stone_run(plan, stone_physics())
+    outcomes = [(t.name, t.outcome, t.decision.reason.split(":")[0]) for t in result.trials]
+    # backslide is closer than the operator's 60 ms, not than the stone's 45: the mark moves with each stone
+    assert outcomes == [("halfway", "KEEP", "slo_closer"), ("backslide", "REVERT", "slo_missed"),
+                        ("closer still", "KEEP", "slo_closer"), ("chunks", "KEEP", "slo_reached")], outcomes

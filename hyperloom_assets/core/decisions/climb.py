@@ -21,8 +21,10 @@ unclear (bound over, lower bound under) is looked at again, that launch not read
 SLO_UNCLEAR_LOOKS times, and is never kept on it. While the running best is shown breaking
 the SLO, a variant that meets it is KEEP `slo_reached` down to SLO_REACHED_MAX_LOSS_PCT under
 the best's throughput (REVERT `slo_floor` further down), so the search first finds a config
-that meets the SLO and then climbs throughput among those that do; a best that merely is not
-shown meeting it gets the plain rules. The rebench's fresh launch must meet the SLO too, and
+that meets the SLO and then climbs throughput among those that do; on the way, one that still
+misses it but is measurably closer (slo_verdict.measurably_closer) is KEEP `slo_closer`, a
+stepping stone within the same floor whose rebench must be closer too; a best that merely is
+not shown meeting it gets the plain rules. The rebench's fresh launch must meet the SLO too, and
 an slo_reached keeper's must stay within the same floor. With the objective goodput
 (SloCheck.objective) every comparison reads each launch's goodputs, the requests per second
 within the SLO, instead of its output tok/s (objective.py). A plan is made once per keeper; `Checks.skip`
@@ -70,6 +72,7 @@ from hyperloom_assets.core.decisions.rule import (
     rejected,
     slo_missed,
     slo_not_shown,
+    slo_closer_or_floor,
     slo_reached_or_floor,
     slo_unclear,
     stack_unstable,
@@ -77,7 +80,7 @@ from hyperloom_assets.core.decisions.rule import (
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.decisions.trial_record import TrialMeasurement, TrialRecord
 from hyperloom_assets.core.measurement.latency import Latency
-from hyperloom_assets.core.measurement.slo_verdict import SloVerdict
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict, measurably_closer
 from hyperloom_assets.core.measurement.stats import Launches, LaunchNoise
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
@@ -101,6 +104,7 @@ class _Judged(Strict):
     slo_from: int = 0  # the first launch the verdict reads: past an unclear one
     unclear: list[str] = []  # why each unclear launch was not read
     reached: bool = False  # kept as slo_reached: its rebench holds the floor, not the margin
+    closer: bool = False  # kept as slo_closer (a stepping stone): its rebench must be closer too, within the floor
     ran_on: list[str] = []  # every launch's slot (the variant's, the best's beside it, the rebench's)
     last: TrialMeasurement
 
@@ -187,6 +191,10 @@ def _held_to_slo(judged: _Judged, result: TrialMeasurement, slo: SloState, more:
     if judged.unclear:
         judged.slo = judged.slo.model_copy(update={"why": f"{judged.slo.why}; not read: an earlier unclear launch "
                                                           f"({'; '.join(judged.unclear)})"})
+    if not judged.slo.met and slo.best_breaks and measurably_closer(slo.check.slo, judged.slo, slo.best_excess):
+        judged.decision = slo_closer_or_floor(judged.decision, judged.slo.why)
+        judged.closer = judged.decision.outcome == Outcome.KEEP
+        return True
     if judged.slo.broken:
         judged.decision = slo_missed(judged.decision, judged.slo.why)
         return True
@@ -224,12 +232,19 @@ def _rebench(judged: _Judged, stack: list[Variant], best: Launches, launch: Laun
     judged.rebench_launches.append(objective_values(fresh, slo))
     if slo is not None:
         fresh_slo = slo.check.verdict([fresh.latency])
-        if not fresh_slo.met:
+        if judged.closer and not measurably_closer(slo.check.slo, fresh_slo, slo.best_excess):
+            judged.decision = stack_unstable(f"a fresh launch of the whole stack is not measurably closer to the SLO "
+                                             f"than the running best: {fresh_slo.why}")
+            return
+        if not fresh_slo.met and not judged.closer:
             said = "breaks the SLO" if fresh_slo.broken else "is not shown within the SLO"
             judged.decision = stack_unstable(f"a fresh launch of the whole stack {said}: {fresh_slo.why}")
             return
-    decide = decide_reached_stack if judged.reached else decide_stack
-    joined = decide([objective_values(fresh, slo)], best + judged.best_launches)
+    fresh_values, against = [objective_values(fresh, slo)], best + judged.best_launches
+    if judged.closer:
+        joined = decide_reached_stack(fresh_values, against, held="is measurably closer to the SLO too")
+    else:
+        joined = (decide_reached_stack if judged.reached else decide_stack)(fresh_values, against)
     if joined.outcome == Outcome.KEEP_UNSTABLE:
         judged.decision = joined
     else:

@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 from hyperloom_assets.core.config.targets import Objective, TargetSlo
 from hyperloom_assets.core.decisions.ledger import Ledger
-from hyperloom_assets.core.decisions.rule import SLO_MISSED, Outcome
+from hyperloom_assets.core.decisions.rule import SLO_CLOSER, SLO_MISSED, Outcome
 from hyperloom_assets.core.decisions.stop_reasons import StopReason
 from hyperloom_assets.core.decisions.trial_record import TrialRecord
 from hyperloom_assets.core.measurement.latency import Latency
-from hyperloom_assets.core.measurement.slo_verdict import SloVerdict, slo_verdict
+from hyperloom_assets.core.measurement.slo_verdict import SloVerdict, slo_verdict, worst_ratio
 from hyperloom_assets.core.measurement.stats import Launches, launch_gain_interval
 from hyperloom_assets.core.models import Strict
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
@@ -115,6 +115,9 @@ class SloState(NamedTuple):
     # Whether the running best was shown breaking it (a lower bound over a limit): only then may a
     # variant be kept for meeting it at a throughput loss (slo_reached). Neither: unclear, the plain rules.
     best_breaks: bool = False
+    # While it breaks: the 95% lower bound of its worst limit's ratio (slo_verdict.worst_ratio), the mark a
+    # stepping stone (slo_closer) must be measurably under.
+    best_excess: float | None = None
 
 
 def next_variant(plan: list[Variant], keepers: list[Variant], seen: set[str],
@@ -146,6 +149,7 @@ class ClimbState:
         start = checks.slo.verdict([checks.slo.baseline]) if checks.slo else None
         self.best_meets = start.met if start else True
         self.best_breaks = start.broken if start else False
+        self.best_excess = worst_ratio(checks.slo.slo, start, "lower") if start and start.broken else None
         self.keepers: list[Variant] = []
         self.evidence: dict[str, Launches] = {BASELINE: [list(baseline)]}  # config key -> its launches
         self.best_key = BASELINE
@@ -200,7 +204,8 @@ class ClimbState:
         return found
 
     def slo(self) -> SloState | None:
-        return SloState(self.checks.slo, self.best_meets, self.best_breaks) if self.checks.slo else None
+        return (SloState(self.checks.slo, self.best_meets, self.best_breaks, self.best_excess)
+                if self.checks.slo else None)
 
     def others(self, fingerprint: str) -> list[Launches]:
         return [launches for key, launches in self.evidence.items() if key not in (self.best_key, fingerprint)]
@@ -219,9 +224,19 @@ class ClimbState:
         if record.decision.outcome == Outcome.KEEP:
             self.keepers = [*self.keepers, variant]
             self.best_key = record.fingerprint
-            self.best_meets, self.best_breaks = True, False  # under an SLO only what meets it is kept
+            self._after_keep(record)
             if replan:
                 self.replan()
+
+    def _after_keep(self, record: TrialRecord) -> None:
+        """A keeper meets the SLO, or is a stepping stone (slo_closer): still missing it, its own lower bound
+        the next stone's mark while it is shown breaking it (a stone only unclear leaves the plain rules)."""
+        if record.decision.reason.startswith(SLO_CLOSER) and record.slo is not None and self.checks.slo:
+            excess = worst_ratio(self.checks.slo.slo, record.slo, "lower")
+            self.best_meets, self.best_breaks = False, excess is not None and excess > 1
+            self.best_excess = excess if self.best_breaks else None
+        else:
+            self.best_meets, self.best_breaks, self.best_excess = True, False, None
 
     def replan(self) -> None:
         self.candidates = self.plan(self.keepers, set())

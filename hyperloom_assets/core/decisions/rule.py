@@ -212,6 +212,8 @@ def slo_reached(decision: Decision, why: str) -> Decision:
 
 
 SLO_FLOOR = "slo_floor"  # the reason code of a variant that meets an SLO the best breaks, but too far below it
+# The reason code of a stepping stone: a variant that still misses an SLO the best breaks, measurably closer to it
+SLO_CLOSER = "slo_closer"
 
 
 def slo_not_shown(decision: Decision, why: str, launches: int) -> Decision:
@@ -239,12 +241,27 @@ def slo_reached_or_floor(decision: Decision, why: str) -> Decision:
     return slo_reached(decision, why)
 
 
-def decide_reached_stack(fresh: Launches, best: Launches) -> Decision:
-    """May an slo_reached keeper join? Its fresh launch must stay within SLO_REACHED_MAX_LOSS_PCT of the best."""
+def slo_closer_or_floor(decision: Decision, why: str) -> Decision:
+    """The running best was shown breaking the SLO and the variant, still missing it, is measurably closer
+    (slo_verdict.measurably_closer): KEEP slo_closer, a stepping stone the climb plans on, within
+    SLO_REACHED_MAX_LOSS_PCT of the best's throughput; else REVERT slo_floor."""
+    gain = decision.gain_pct
+    if gain is not None and gain < -SLO_REACHED_MAX_LOSS_PCT:
+        return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": (
+            f"{SLO_FLOOR}: measurably closer to the SLO the running best breaks ({why}), but at {gain:+.2f}% it is "
+            f"more than {SLO_REACHED_MAX_LOSS_PCT:g}% below the running best; on throughput: {decision.reason}")})
+    return decision.model_copy(update={"outcome": Outcome.KEEP, "reason": (
+        f"{SLO_CLOSER}: a stepping stone, still missing the SLO but measurably closer than the running best "
+        f"({why}); on throughput: {decision.reason}")})
+
+
+def decide_reached_stack(fresh: Launches, best: Launches, held: str = "meets the SLO too") -> Decision:
+    """May an slo_reached (or slo_closer) keeper join? Its fresh launch, which `held` what it was kept for
+    already, must stay within SLO_REACHED_MAX_LOSS_PCT of the best."""
     gain, _, _ = launch_gain_interval(fresh, best)
     if gain >= -SLO_REACHED_MAX_LOSS_PCT:
         return Decision(outcome=Outcome.KEEP, gain_pct=gain, reason=(
-            f"a fresh launch of the stack meets the SLO too, {gain:+.2f}% from the running best (within the "
+            f"a fresh launch of the stack {held}, {gain:+.2f}% from the running best (within the "
             f"{SLO_REACHED_MAX_LOSS_PCT:g}% an SLO may cost)"))
     return stack_unstable(f"a fresh launch of the stack is {gain:+.2f}% from the running best, more than the "
                           f"{SLO_REACHED_MAX_LOSS_PCT:g}% an SLO may cost", gain)

@@ -126,3 +126,25 @@ def slo_verdict(slo: TargetSlo, latencies: list[Latency | None]) -> SloVerdict:
             why += (f" (a launch had {fields['requests']} requests; {fields['requests_for_power']} read a config at "
                     f"{AT_LIMIT:.0%} of a limit as meeting it {slo.power:.0%} of the time)")
     return SloVerdict(**fields, met=met, broken=broken, why=why)
+
+
+def worst_ratio(slo: TargetSlo, verdict: SloVerdict, bound: str) -> float | None:
+    """The largest of each limited metric's `bound` ("lower" or "upper", its 95% bound at the
+    percentile, the worst launch's) over its limit: how far the config is from the SLO on the limit
+    it misses most. An upper ratio needs every bound (None where one is missing: a launch with too
+    few requests); a lower ratio takes the bounds known (None where none is)."""
+    ratios = [getattr(verdict, name.replace("_ms", f"_{bound}_ms")) for name, _ in METRICS
+              if getattr(slo, name) is not None]
+    limits = [getattr(slo, name) for name, _ in METRICS if getattr(slo, name) is not None]
+    known = [value / limit for value, limit in zip(ratios, limits) if value is not None]
+    if not known or (bound == "upper" and len(known) < len(limits)):
+        return None
+    return max(known)
+
+
+def measurably_closer(slo: TargetSlo, verdict: SloVerdict, best_lower_ratio: float | None) -> bool:
+    """Whether a config that misses the SLO is measurably closer to it than a best that is shown breaking
+    it: the upper bound of its worst limit's ratio under the lower bound of the best's (each a 95% bound,
+    for these launches)."""
+    upper = worst_ratio(slo, verdict, "upper")
+    return upper is not None and best_lower_ratio is not None and upper < best_lower_ratio
