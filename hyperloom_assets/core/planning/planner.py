@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from hyperloom_assets.core.config.targets import Workload
+from hyperloom_assets.core.planning.between import ladder_midpoints
 from hyperloom_assets.core.planning.combine import combined
-from hyperloom_assets.core.planning.diagnosis import NEAR_ROOFLINE_PCT, Diagnosis, PlanEvidence, diagnose
+from hyperloom_assets.core.planning.diagnosis import Diagnosis, PlanEvidence, diagnose
 from hyperloom_assets.core.planning.fingerprints import trial_fingerprint
+from hyperloom_assets.core.planning.rule_choice import rule_for
 from hyperloom_assets.core.planning.rules import shipped_rules
 from hyperloom_assets.core.engines import engine_for
 from hyperloom_assets.core.engines.registry import engine_flags_for, grid_engine, harness_flags_for
@@ -177,64 +179,6 @@ def ablation_proposals(base: Base, operator_args: list[str], operator_env: dict[
     return proposals
 
 
-def _cap_rule(proposal: Proposal, base: Base) -> str:
-    cap, new, concurrency = base.cap, proposal.new_value, base.concurrency
-    if cap is None or new is None:
-        return "cap_unknown"
-    if cap < concurrency and new > cap:
-        return "cap_raise_to_concurrency" if new >= concurrency else "cap_raise_partial"
-    if cap >= concurrency and new < cap and base.evidence.kv_pressure():
-        return "cap_lower_kv_pressure"
-    if new < cap and base.diagnosis.bottleneck == "slo_batch_tpot":
-        return "cap_lower_slo"
-    return "cap_other"
-
-
-def _budget_covers_batch(base: Base) -> bool:
-    """Every concurrent prompt already prefills whole in one step, so neither a larger budget
-    nor turning chunking off changes a schedule (the make demo target: 16 x 128 tokens under
-    the CPU's default 2048)."""
-    return base.budget is not None and base.isl is not None and base.budget >= base.concurrency * base.isl
-
-
-def _budget_rule(proposal: Proposal, base: Base) -> str:
-    if base.budget is not None and proposal.new_value is not None and proposal.new_value < base.budget:
-        return "budget_down"
-    if _budget_covers_batch(base):
-        return "budget_up_covered"
-    cap_free = base.cap is None or base.cap >= base.concurrency
-    return "budget_up_cap_free" if cap_free else "budget_up_cap_binding"
-
-
-def _fp8_rule(base: Base) -> str:
-    evidence = base.evidence
-    if base.diagnosis.bottleneck == "kv_capacity":
-        return "fp8_kv_capacity"
-    if evidence.binding != "memory":
-        return "fp8_kv_other"
-    near_roofline = (evidence.achieved_pct or 0) >= NEAR_ROOFLINE_PCT
-    return "fp8_kv_pressure" if evidence.kv_pressure() or near_roofline else "fp8_kv_memory"
-
-
-def rule_for(proposal: Proposal, base: Base) -> str:
-    """Which rule of RULES scores a proposal."""
-    family = proposal.family
-    if family == "sequence_cap":
-        return _cap_rule(proposal, base)
-    if family == "token_budget":
-        return _budget_rule(proposal, base)
-    if family == "cuda_graphs":
-        return "cuda_graphs_gpu" if base.evidence.host == "gpu" else "cuda_graphs_cpu"
-    if family == "fp8_kv":
-        return _fp8_rule(base)
-    if family == "chunked_prefill" and _budget_covers_batch(base):
-        return "chunked_prefill_covered"
-    if family == "kv_capacity":
-        pressed = base.evidence.kv_pressure() or base.diagnosis.bottleneck == "kv_capacity"
-        return "kv_capacity_pressure" if pressed else "kv_capacity_other"
-    return family
-
-
 def scored(proposal: Proposal, base: Base) -> Variant:
     rule_id = rule_for(proposal, base)
     rule = RULES[rule_id]
@@ -370,13 +314,29 @@ def plan(engine: str, flavor: str | None, base_args: list[str], base_env: dict[s
     pairs.sort(key=lambda pair: (-pair[1].expected_value, pair[1].provenance not in PLANNED, _natural(pair[1].name)))
     candidates = [variant for _, variant in pairs]
     joint = _joint(pairs, base, history, frozenset(protected))
+    between = [v for v in _between(base, keepers, history) if _admissible(v, base, harness, accepted_flags, operator_args)]
     result, seen = [], set(tried_fingerprints)
-    for variant in ([joint] if joint else []) + candidates:
+    for variant in between + ([joint] if joint else []) + candidates:
         fingerprint = trial_fingerprint(keepers, variant)
         if fingerprint not in seen:
             seen.add(fingerprint)
             result.append(variant)
     return result
+
+
+def _between(base: Base, keepers: list[Variant], history: Sequence[Tried]) -> list[Variant]:
+    """The midpoints between a keeper's value of a ladder knob and its nearest neighbour that lost, tried
+    before anything else (planning/between.py)."""
+    held = set().union(*(knob_of(k) for k in keepers))
+    current = lambda flag: _int_or_none(current_value(base.grid, base.args, flag, base.evidence.host))  # noqa: E731
+    found = []
+    for entry, mid in ladder_midpoints(base.grid.entries, held, current, [(t.variant, t.outcome) for t in history]):
+        seed = _seed(entry, base, f"{entry.name}={mid.value}", [entry.flag, str(mid.value)])
+        variant = scored(Proposal(seed, entry.rule, mid.value), base)
+        rule, rest = variant.reason.split("] ", 1)
+        found.append(variant.model_copy(update={"reason": f"{rule}] between the kept {mid.kept} and {mid.lost}, which "
+                                                          f"lost ({mid.why}), first; {rest}"}))
+    return found
 
 
 def replan(engine: str, flavor: str | None, operator_args: list[str], operator_env: dict[str, str],
