@@ -20,6 +20,7 @@ from tests.sim.conftest import LLAMA_8B, REPO
 from tests.sim.conftest import _stop as stop
 
 TIME_SCALE = 10.0
+PACED_SCALE = 4.0  # test_served_matches_predicted_within_15_percent's clock
 
 
 def post(base_url: str, path: str, body: dict) -> tuple[int, bytes]:
@@ -135,13 +136,16 @@ def test_a_config_that_does_not_fit_fails_startup():
 def test_served_matches_predicted_within_15_percent(sim_server, engine_args):
     from hyperloom_assets.resources.bench.runner import measure
 
+    # A slower clock than the module's: at 10x this round lasts about 0.3 s of wall time, so 50 ms of the
+    # client's and the server's CPU on these 2 cores (after the suite's heavy tiers) read as 15% off the
+    # pacing being tested; at 4x the same lag is a third of that share.
     workload = Workload(kind="random", isl=256, osl=64, concurrency=16, num_prompts=96)
-    base_url, _ = sim_server(LLAMA_8B, "--gpu", "H100", "--time-scale", str(TIME_SCALE), *engine_args)
+    base_url, _ = sim_server(LLAMA_8B, "--gpu", "H100", "--time-scale", str(PACED_SCALE), *engine_args)
     served = measure(base_url, str(LLAMA_8B), workload, vocab_size=128256, repeats=1)
     predicted = predict(LLAMA_8B, "H100", engine_args, workload)
     assert served.completed == predicted.completed == 96
-    assert served.output_throughput / TIME_SCALE == pytest.approx(predicted.output_throughput, rel=0.15)
-    assert served.tpot_p50_ms * TIME_SCALE == pytest.approx(predicted.tpot_p50_ms, rel=0.15)
+    assert served.output_throughput / PACED_SCALE == pytest.approx(predicted.output_throughput, rel=0.15)
+    assert served.tpot_p50_ms * PACED_SCALE == pytest.approx(predicted.tpot_p50_ms, rel=0.15)
     assert not served.client_saturated
 
 
