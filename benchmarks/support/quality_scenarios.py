@@ -113,9 +113,9 @@ def wide_scenarios() -> list[SimScenario]:
 def slo_scenarios() -> list[SimScenario]:
     """The capped 8B under a TPOT limit its fastest points break, at p95 and at p99 (the same space and
     truths); and the 8B a new user tried (issue 51) under TTFT and TPOT limits at p90 that the operator's
-    config breaks (TTFT p90 37.7 s at a cap of 16), where none of the 19 single moves from it meets both
-    and 162 of the 1,680 points do (TPOT at 15 ms, not the issue's 13: the sim's step costs moved since,
-    and at 13 ms no point of the space meets it)."""
+    config breaks at a cap of 16, where no single move from it meets both and some points of the space
+    do (the result's feasible_share says how many); TPOT at 15 ms, not the issue's 13: the sim's step
+    costs moved since, and at 13 ms no point of the space meets it."""
     return [SimScenario(name="llama8b-h100-random-capped-tpot-slo", model=MODELS / "llama-3-8b", gpu="H100",
                         server_args=CAPPED_8B, workload=RANDOM_8B, slo=TPOT_SLO),
             SimScenario(name="llama8b-h100-random-capped-tpot-p99-slo", model=MODELS / "llama-3-8b", gpu="H100",

@@ -233,26 +233,28 @@ def slo_unclear(decision: Decision, why: str, looks: int) -> Decision:
 def slo_reached_or_floor(decision: Decision, why: str) -> Decision:
     """The running best was shown breaking the SLO and the variant meets it: KEEP slo_reached within
     SLO_REACHED_MAX_LOSS_PCT of the best's throughput, else REVERT slo_floor."""
+    return _below_floor(decision, f"meets the SLO the running best breaks ({why})") or slo_reached(decision, why)
+
+
+def _below_floor(decision: Decision, what: str) -> Decision | None:
+    """REVERT slo_floor where a variant kept for the SLO's sake (`what` it did) is more than
+    SLO_REACHED_MAX_LOSS_PCT under the running best's throughput; None within that floor."""
     gain = decision.gain_pct
-    if gain is not None and gain < -SLO_REACHED_MAX_LOSS_PCT:
-        return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": (
-            f"{SLO_FLOOR}: meets the SLO the running best breaks ({why}), but at {gain:+.2f}% it is more than "
-            f"{SLO_REACHED_MAX_LOSS_PCT:g}% below the running best; on throughput: {decision.reason}")})
-    return slo_reached(decision, why)
+    if gain is None or gain >= -SLO_REACHED_MAX_LOSS_PCT:
+        return None
+    return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": (
+        f"{SLO_FLOOR}: {what}, but at {gain:+.2f}% it is more than {SLO_REACHED_MAX_LOSS_PCT:g}% below the "
+        f"running best; on throughput: {decision.reason}")})
 
 
 def slo_closer_or_floor(decision: Decision, why: str) -> Decision:
     """The running best was shown breaking the SLO and the variant, still missing it, is measurably closer
     (slo_verdict.measurably_closer): KEEP slo_closer, a stepping stone the climb plans on, within
     SLO_REACHED_MAX_LOSS_PCT of the best's throughput; else REVERT slo_floor."""
-    gain = decision.gain_pct
-    if gain is not None and gain < -SLO_REACHED_MAX_LOSS_PCT:
-        return decision.model_copy(update={"outcome": Outcome.REVERT, "reason": (
-            f"{SLO_FLOOR}: measurably closer to the SLO the running best breaks ({why}), but at {gain:+.2f}% it is "
-            f"more than {SLO_REACHED_MAX_LOSS_PCT:g}% below the running best; on throughput: {decision.reason}")})
-    return decision.model_copy(update={"outcome": Outcome.KEEP, "reason": (
-        f"{SLO_CLOSER}: a stepping stone, still missing the SLO but measurably closer than the running best "
-        f"({why}); on throughput: {decision.reason}")})
+    return _below_floor(decision, f"measurably closer to the SLO the running best breaks ({why})") or \
+        decision.model_copy(update={"outcome": Outcome.KEEP, "reason": (
+            f"{SLO_CLOSER}: a stepping stone, still missing the SLO but measurably closer than the running best "
+            f"({why}); on throughput: {decision.reason}")})
 
 
 def decide_reached_stack(fresh: Launches, best: Launches, held: str = "meets the SLO too") -> Decision:

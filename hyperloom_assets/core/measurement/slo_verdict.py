@@ -133,11 +133,10 @@ def worst_ratio(slo: TargetSlo, verdict: SloVerdict, bound: str) -> float | None
     percentile, the worst launch's) over its limit: how far the config is from the SLO on the limit
     it misses most. An upper ratio needs every bound (None where one is missing: a launch with too
     few requests); a lower ratio takes the bounds known (None where none is)."""
-    ratios = [getattr(verdict, name.replace("_ms", f"_{bound}_ms")) for name, _ in METRICS
-              if getattr(slo, name) is not None]
-    limits = [getattr(slo, name) for name, _ in METRICS if getattr(slo, name) is not None]
-    known = [value / limit for value, limit in zip(ratios, limits) if value is not None]
-    if not known or (bound == "upper" and len(known) < len(limits)):
+    limited = [name for name, _ in METRICS if getattr(slo, name) is not None]
+    bounds = [(getattr(verdict, name.replace("_ms", f"_{bound}_ms")), getattr(slo, name)) for name in limited]
+    known = [value / limit for value, limit in bounds if value is not None]
+    if not known or (bound == "upper" and len(known) < len(limited)):
         return None
     return max(known)
 

@@ -13,10 +13,13 @@ limits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from hyperloom_assets.core.planning.variants import Variant, knob_of, setting_key, split_args
+
+if TYPE_CHECKING:
+    from hyperloom_assets.core.planning.seed_grids import GridEntry
 
 LOST = ("REVERT", "KEEP_UNSTABLE")
 MIN_STEP = 0.10  # a midpoint closer than this share of the kept value to either end is not worth a launch
@@ -60,7 +63,8 @@ def between_values(flag: str, kept: int | None, tried: Sequence[tuple[Variant, s
     return found
 
 
-def ladder_midpoints(entries: Sequence, held: set[str], current_of, tried: Sequence[tuple[Variant, str]]) -> list:
+def ladder_midpoints(entries: Sequence[GridEntry], held: set[str], current_of: Callable[[str], int | None],
+                     tried: Sequence[tuple[Variant, str]]) -> list[tuple[GridEntry, Between]]:
     """(grid entry, Between) for each integer ladder of the grid whose knob a keeper set (`held`), at
     `current_of(flag)`, the running stack's value."""
     found = []
